@@ -1,0 +1,172 @@
+//! The `tierlab` command line: run a scenario, or benchmark the simulator itself.
+
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+use tierlab::config::CheckLevel;
+use tierlab::{Config, Sim};
+
+/// The built-in default scenario (scenarios/xsbench.toml), used when `run` gets no file.
+const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/xsbench.toml");
+
+#[derive(Parser)]
+#[command(
+    name = "tierlab",
+    version,
+    about = "Simulate Linux memory management on a tiered-memory machine",
+    long_about = "tierlab runs a workload on a simulated machine (CPUs with TLBs, DRAM and CXL-like \
+NUMA nodes) under a model of the Linux memory manager, and reports what Linux would: perf TLB \
+events, /proc/vmstat, /proc/interrupts, per-node memory, runtime and the workload's throughput. \
+It checks its own invariants (no CPU uses a stale TLB entry for a reused frame)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a scenario and print a perf-stat / vmstat style summary.
+    Run {
+        /// Scenario TOML file (default: the built-in scenarios/xsbench.toml).
+        scenario: Option<PathBuf>,
+        /// Override any config key, e.g. --set vm.watermark_scale_factor=200 (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Write the full result as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Print only errors (no summary, no progress bar).
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Measure simulator speed (simulated accesses per wall second) on a scenario.
+    Bench {
+        /// Scenario (default: the built-in XSBench scenario).
+        scenario: Option<PathBuf>,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Repetitions; the best is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+    },
+}
+
+fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), String> {
+    match scenario {
+        Some(p) => Config::load(p, sets)
+            .map(|c| (c, p.display().to_string()))
+            .map_err(|e| e.to_string()),
+        None => {
+            let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+            Config::from_str_with(DEFAULT_SCENARIO, "built-in xsbench.toml", Some(&base), sets)
+                .map(|c| (c, "built-in xsbench.toml".to_string()))
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<(Sim, f64), String> {
+    let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut sim = Sim::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
+    let bar = if show_progress {
+        let b = ProgressBar::new(1000);
+        b.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent}% {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let result = sim.run(&mut |f| {
+        bar.set_position((f * 1000.0) as u64);
+    });
+    bar.finish_and_clear();
+    result.map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+    Ok((sim, started.elapsed().as_secs_f64()))
+}
+
+fn run(
+    scenario: Option<PathBuf>,
+    sets: Vec<String>,
+    json: Option<PathBuf>,
+    quiet: bool,
+) -> Result<(), String> {
+    let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+    let (sim, wall) = simulate(cfg, &origin, !quiet)?;
+    if !quiet {
+        print!("{}", sim.summary_text(wall));
+    }
+    if let Some(path) = json {
+        let doc = sim.result_json(wall);
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if sim.checker.count > 0 {
+        return Err(format!(
+            "{} invariant violation(s); first: {}",
+            sim.checker.count,
+            sim.checker
+                .violations
+                .first()
+                .map(|v| v.detail.as_str())
+                .unwrap_or("")
+        ));
+    }
+    Ok(())
+}
+
+fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Result<(), String> {
+    sets.push("sim.check=\"off\"".into());
+    let mut best = 0.0f64;
+    for i in 0..repeat.max(1) {
+        let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+        debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
+        let (sim, wall) = simulate(cfg, &origin, false)?;
+        let acc = sim.accesses();
+        let rate = acc as f64 / wall;
+        best = best.max(rate);
+        println!(
+            "run {}: {} accesses in {:.3} s wall = {:.1} M accesses/s ({} frames, {} B per frame)",
+            i + 1,
+            acc,
+            wall,
+            rate / 1e6,
+            sim.frames.len(),
+            std::mem::size_of::<tierlab::mm::page::Page>()
+        );
+    }
+    println!(
+        "best: {:.1} M simulated accesses per wall second",
+        best / 1e6
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Run {
+            scenario,
+            sets,
+            json,
+            quiet,
+        } => run(scenario, sets, json, quiet),
+        Command::Bench {
+            scenario,
+            sets,
+            repeat,
+        } => bench(scenario, sets, repeat),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tierlab: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The invariant checker (design.md "Invariants"): frame conservation, rmap consistency, LRU
+//! membership and TLB coherence. A violation names the CPU, address and frame involved.
+
+use crate::config::CheckLevel;
+use crate::mm::mmzone::{lru_index, NR_LRU_LISTS};
+use crate::mm::page::{pg, NIL};
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::sim::Sim;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationKind {
+    FrameConservation,
+    Rmap,
+    LruMembership,
+    TlbCoherence,
+    FrameReuse,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    pub when: String,
+    pub detail: String,
+}
+
+pub struct Checker {
+    pub level: CheckLevel,
+    pub violations: Vec<Violation>,
+    /// Total violations seen (the list keeps the first 100).
+    pub count: u64,
+    pub checks_run: u64,
+}
+
+impl Checker {
+    pub fn new(level: CheckLevel) -> Self {
+        Checker {
+            level,
+            violations: Vec::new(),
+            count: 0,
+            checks_run: 0,
+        }
+    }
+
+    fn report(&mut self, kind: ViolationKind, when: &str, detail: String) {
+        self.count += 1;
+        if self.violations.len() < 100 {
+            self.violations.push(Violation {
+                kind,
+                when: when.to_string(),
+                detail,
+            });
+        }
+    }
+
+    pub fn count_of(&self, kind: ViolationKind) -> usize {
+        self.violations.iter().filter(|v| v.kind == kind).count()
+    }
+}
+
+impl Sim {
+    /// Run every invariant now.
+    pub fn check_invariants(&mut self, when: &str) {
+        self.checker.checks_run += 1;
+        self.check_frame_conservation(when);
+        self.check_rmap(when);
+        self.check_lru(when);
+        self.check_tlb_coherence(when);
+    }
+
+    /// Per node: buddy free + per-CPU lists + in use = total; every frame in exactly one state.
+    fn check_frame_conservation(&mut self, when: &str) {
+        for n in 0..self.nodes.len() {
+            let start = if n == 0 { 0 } else { self.node_end_pfn[n - 1] };
+            let end = self.node_end_pfn[n];
+            let total = (end - start) as u64;
+            let zone = &self.nodes[n].zone;
+            let mut buddy = 0u64;
+            for (order, list) in zone.free_area.iter().enumerate() {
+                for pfn in self.frames.list_iter(list) {
+                    let p = self.frames.get(pfn);
+                    if !p.has(pg::BUDDY) || p.order as usize != order {
+                        self.checker.report(
+                            crate::check::ViolationKind::FrameConservation,
+                            when,
+                            format!("node {n}: frame {pfn} on the order-{order} free list without PageBuddy of that order"),
+                        );
+                    }
+                    buddy += 1 << order;
+                }
+            }
+            let pcp = zone.pcp_pages();
+            let used = self.frames.pages[start as usize..end as usize]
+                .iter()
+                .filter(|p| p.has(pg::USED))
+                .count() as u64;
+            if buddy != zone.nr_free || buddy + pcp + used != total {
+                self.checker.report(
+                    ViolationKind::FrameConservation,
+                    when,
+                    format!(
+                        "node {n}: buddy {buddy} (nr_free {}) + pcp {pcp} + in use {used} != {total} frames",
+                        zone.nr_free
+                    ),
+                );
+            }
+        }
+    }
+
+    /// A present PTE maps an in-use frame whose owner record points back; mapcounts agree.
+    fn check_rmap(&mut self, when: &str) {
+        let mut mapcount = vec![0u32; 0];
+        mapcount.resize(self.frames.len(), 0);
+        for mm in 0..self.mms.len() {
+            let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter().collect();
+            for (vpn, p) in ptes {
+                if !pte::maps_frame(p) {
+                    continue;
+                }
+                let pfn = pte::pfn(p);
+                if pfn == self.zero_pfn {
+                    continue;
+                }
+                let page = *self.frames.get(pfn);
+                mapcount[pfn as usize] += 1;
+                let ok = page.has(pg::USED)
+                    && if page.has(pg::ANON) {
+                        page.owner == mm as u32 && page.index == vpn
+                    } else {
+                        self.mms[mm]
+                            .find_vma((vpn as u64) << PAGE_SHIFT)
+                            .and_then(|v| v.file_index(vpn))
+                            .is_some_and(|(f, idx)| f == page.owner && idx == page.index as u64)
+                    };
+                if !ok {
+                    self.checker.report(
+                        ViolationKind::Rmap,
+                        when,
+                        format!(
+                            "mm {mm} address {:#x} maps frame {pfn}, whose owner is {} index {} (flags {:#x})",
+                            (vpn as u64) << PAGE_SHIFT,
+                            page.owner,
+                            page.index,
+                            page.flags
+                        ),
+                    );
+                }
+            }
+        }
+        for (pfn, page) in self.frames.pages.iter().enumerate() {
+            if pfn as u32 == self.zero_pfn || !page.has(pg::USED) {
+                continue;
+            }
+            if page.mapcount as u32 != mapcount[pfn] {
+                self.checker.count += 1;
+                if self.checker.violations.len() < 100 {
+                    self.checker.violations.push(crate::check::Violation {
+                        kind: ViolationKind::Rmap,
+                        when: when.to_string(),
+                        detail: format!(
+                            "frame {pfn}: mapcount {} but {} PTEs map it",
+                            page.mapcount, mapcount[pfn]
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Every in-use user frame is on exactly the LRU list its flags name, unless isolated.
+    fn check_lru(&mut self, when: &str) {
+        let mut seen = vec![0u8; self.frames.len()];
+        for n in 0..self.nodes.len() {
+            for lru in 0..NR_LRU_LISTS {
+                let list = self.nodes[n].lru[lru];
+                for pfn in self.frames.list_iter(&list) {
+                    seen[pfn as usize] += 1;
+                    let p = self.frames.get(pfn);
+                    if !p.has(pg::LRU)
+                        || lru_index(p.has(pg::ANON), p.has(pg::ACTIVE)) != lru
+                        || p.node as usize != n
+                    {
+                        self.checker.report(
+                            ViolationKind::LruMembership,
+                            when,
+                            format!(
+                                "frame {pfn} on node {n} list {lru} but its flags are {:#x}",
+                                p.flags
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for (pfn, p) in self.frames.pages.iter().enumerate() {
+            if pfn as u32 == self.zero_pfn || !p.has(pg::USED) {
+                continue;
+            }
+            let expected = if p.has(pg::ISOLATED) { 0 } else { 1 };
+            if seen[pfn] != expected {
+                self.checker.count += 1;
+                if self.checker.violations.len() < 100 {
+                    self.checker.violations.push(crate::check::Violation {
+                        kind: ViolationKind::LruMembership,
+                        when: when.to_string(),
+                        detail: format!(
+                            "in-use frame {pfn} is on {} LRU lists (expected {expected})",
+                            seen[pfn]
+                        ),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first.
+    fn tlb_entry_usable(&self, c: usize, asid: u8) -> Option<usize> {
+        let cpu = &self.cpus[c];
+        let slot = cpu.asids[asid as usize];
+        if slot.mm == NIL {
+            return None;
+        }
+        let mm = slot.mm as usize;
+        let running = cpu.loaded_mm == slot.mm && cpu.cur_asid == asid && !cpu.is_lazy;
+        let current = slot.tlb_gen >= self.mms[mm].tlb_gen;
+        let pending = self.tlb_ubc.flush_required && self.tlb_ubc.cpumask.test(c);
+        if pending || !(current || running) {
+            None
+        } else {
+            Some(mm)
+        }
+    }
+
+    /// A TLB entry matches its PTE (frame and write permission) or a flush covers it.
+    fn check_tlb_coherence(&mut self, when: &str) {
+        let mut bad = Vec::new();
+        for c in 0..self.cpus.len() {
+            let cpu = &self.cpus[c];
+            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data) in tlb.valid_entries() {
+                    let Some(mm) = self.tlb_entry_usable(c, asid) else {
+                        continue;
+                    };
+                    let p = self.mms[mm].pgtable.get(vpn);
+                    let pfn = crate::machine::tlb::tlb_pfn(data);
+                    let writable = data & crate::machine::tlb::TLB_WRITE != 0;
+                    let ok =
+                        pte::present(p) && pte::pfn(p) == pfn && (!writable || p & pte::WRITE != 0);
+                    if !ok {
+                        bad.push(format!(
+                            "CPU {c} caches mm {mm} address {:#x} → frame {pfn}{} but the PTE is {p:#x}, and no flush is pending",
+                            (vpn as u64) << PAGE_SHIFT,
+                            if writable { " (writable)" } else { "" }
+                        ));
+                    }
+                }
+            }
+        }
+        for d in bad {
+            self.checker.report(ViolationKind::TlbCoherence, when, d);
+        }
+    }
+
+    /// Strict mode: a frame leaving the allocator must not be reachable through any usable
+    /// TLB entry (the MIGRC reviewers' concern).
+    pub(crate) fn check_frame_reuse(&mut self, pfn: u32, alloc_cpu: usize) {
+        if self.checker.level != CheckLevel::Strict {
+            return;
+        }
+        let mut bad = Vec::new();
+        for c in 0..self.cpus.len() {
+            let cpu = &self.cpus[c];
+            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data) in tlb.valid_entries() {
+                    if crate::machine::tlb::tlb_pfn(data) != pfn {
+                        continue;
+                    }
+                    if let Some(mm) = self.tlb_entry_usable(c, asid) {
+                        bad.push(format!(
+                            "frame {pfn} handed out by CPU {alloc_cpu} while CPU {c} can still use a TLB entry for mm {mm} address {:#x}",
+                            (vpn as u64) << PAGE_SHIFT
+                        ));
+                    }
+                }
+            }
+        }
+        for d in bad {
+            self.checker
+                .report(ViolationKind::FrameReuse, "allocation", d);
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! The simulated hardware: CPUs with their TLBs, and memory nodes.
+
+pub mod cpu;
+pub mod tlb;

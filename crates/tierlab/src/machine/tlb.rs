@@ -1,0 +1,246 @@
+//! A set-associative TLB with PCID-tagged entries and bit-PLRU replacement (the LRU
+//! approximation real TLBs use; design.md "Fast by design").
+//!
+//! Entries are split into a tag array (scanned on every lookup) and a data array (read on a
+//! hit), so a lookup touches one cache line of tags per set.
+
+/// Entry payload: `pfn << 2 | WRITE | DIRTY`, the translation and the permission bits the TLB caches.
+pub const TLB_WRITE: u32 = 1 << 1;
+pub const TLB_DIRTY: u32 = 1 << 0;
+
+#[inline]
+pub fn tlb_data(pfn: u32, write: bool, dirty: bool) -> u32 {
+    (pfn << 2) | ((write as u32) << 1) | dirty as u32
+}
+
+#[inline]
+pub fn tlb_pfn(data: u32) -> u32 {
+    data >> 2
+}
+
+/// Tag of a valid entry: the virtual page number and PCID, with a valid bit (0 = empty).
+#[inline]
+fn make_tag(vpn: u32, pcid: u8) -> u64 {
+    (1u64 << 63) | ((vpn as u64) << 8) | pcid as u64
+}
+
+#[derive(Clone, Debug)]
+pub struct Tlb {
+    ways: usize,
+    set_mask: u32,
+    tags: Vec<u64>,
+    data: Vec<u32>,
+    /// One MRU bit per way per set (bit-PLRU).
+    mru: Vec<u32>,
+}
+
+impl Tlb {
+    /// `entries` must be `ways` × a power of two (checked by config validation).
+    pub fn new(entries: u32, ways: u32) -> Self {
+        assert!(ways > 0 && ways <= 32 && entries % ways == 0);
+        let sets = entries / ways;
+        assert!(
+            sets.is_power_of_two(),
+            "TLB set count must be a power of two"
+        );
+        Tlb {
+            ways: ways as usize,
+            set_mask: sets - 1,
+            tags: vec![0; entries as usize],
+            data: vec![0; entries as usize],
+            mru: vec![0; sets as usize],
+        }
+    }
+
+    pub fn entries(&self) -> usize {
+        self.tags.len()
+    }
+
+    #[inline]
+    fn set_of(&self, vpn: u32) -> usize {
+        (vpn & self.set_mask) as usize
+    }
+
+    #[inline]
+    fn touch(&mut self, set: usize, way: usize) {
+        let all = if self.ways == 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.ways) - 1
+        };
+        let bits = self.mru[set] | (1 << way);
+        self.mru[set] = if bits == all { 1 << way } else { bits };
+    }
+
+    /// Look up a translation; on a hit, returns the entry index and marks it recently used.
+    #[inline]
+    pub fn lookup(&mut self, vpn: u32, pcid: u8) -> Option<usize> {
+        let set = self.set_of(vpn);
+        let base = set * self.ways;
+        let tag = make_tag(vpn, pcid);
+        let found = self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == tag)?;
+        self.touch(set, found);
+        Some(base + found)
+    }
+
+    #[inline]
+    pub fn data(&self, idx: usize) -> u32 {
+        self.data[idx]
+    }
+
+    #[inline]
+    pub fn set_data(&mut self, idx: usize, data: u32) {
+        self.data[idx] = data;
+    }
+
+    /// Insert a translation (the caller has checked it is absent); evicts the bit-PLRU victim.
+    #[inline]
+    pub fn insert(&mut self, vpn: u32, pcid: u8, data: u32) -> usize {
+        let set = self.set_of(vpn);
+        let base = set * self.ways;
+        let slots = &self.tags[base..base + self.ways];
+        let way = match slots.iter().position(|&t| t == 0) {
+            Some(w) => w,
+            None => (!self.mru[set]).trailing_zeros() as usize,
+        };
+        let idx = base + way;
+        self.tags[idx] = make_tag(vpn, pcid);
+        self.data[idx] = data;
+        self.touch(set, way);
+        idx
+    }
+
+    /// Update the payload of an existing entry, if present (no replacement-state change).
+    #[inline]
+    pub fn update(&mut self, vpn: u32, pcid: u8, data: u32) {
+        let set = self.set_of(vpn);
+        let base = set * self.ways;
+        let tag = make_tag(vpn, pcid);
+        if let Some(w) = self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == tag)
+        {
+            self.data[base + w] = data;
+        }
+    }
+
+    /// INVLPG for one PCID: drop the entry for `vpn` if present. Returns whether one was dropped.
+    pub fn invalidate_page(&mut self, vpn: u32, pcid: u8) -> bool {
+        let set = self.set_of(vpn);
+        let base = set * self.ways;
+        let tag = make_tag(vpn, pcid);
+        for i in base..base + self.ways {
+            if self.tags[i] == tag {
+                self.tags[i] = 0;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drop every entry of one PCID (INVPCID single-context / CR3 write without NOFLUSH).
+    pub fn flush_pcid(&mut self, pcid: u8) {
+        for t in self.tags.iter_mut() {
+            if *t != 0 && (*t & 0xff) as u8 == pcid {
+                *t = 0;
+            }
+        }
+    }
+
+    /// Drop every entry (INVPCID all-context).
+    pub fn flush_all(&mut self) {
+        self.tags.iter_mut().for_each(|t| *t = 0);
+        self.mru.iter_mut().for_each(|m| *m = 0);
+    }
+
+    /// Valid entries as (vpn, pcid, data), for the invariant checker and tests.
+    pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u8, u32)> + '_ {
+        self.tags
+            .iter()
+            .zip(self.data.iter())
+            .filter(|(t, _)| **t != 0)
+            .map(|(t, d)| (((*t >> 8) & 0xffff_ffff) as u32, (*t & 0xff) as u8, *d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hit_after_insert_and_miss_for_other_pages() {
+        let mut t = Tlb::new(64, 4);
+        assert!(t.lookup(5, 0).is_none());
+        t.insert(5, 0, tlb_data(77, true, false));
+        let i = t.lookup(5, 0).expect("hit");
+        assert_eq!(tlb_pfn(t.data(i)), 77);
+        assert_eq!(t.data(i) & TLB_WRITE, TLB_WRITE);
+        assert!(t.lookup(6, 0).is_none());
+    }
+
+    #[test]
+    fn pcid_tags_keep_address_spaces_apart() {
+        let mut t = Tlb::new(64, 4);
+        t.insert(5, 1, tlb_data(10, false, false));
+        t.insert(5, 2, tlb_data(20, false, false));
+        let i1 = t.lookup(5, 1).unwrap();
+        assert_eq!(tlb_pfn(t.data(i1)), 10);
+        let i2 = t.lookup(5, 2).unwrap();
+        assert_eq!(tlb_pfn(t.data(i2)), 20);
+        t.flush_pcid(1);
+        assert!(t.lookup(5, 1).is_none());
+        assert!(
+            t.lookup(5, 2).is_some(),
+            "flushing one PCID must keep the others"
+        );
+    }
+
+    #[test]
+    fn replacement_evicts_least_recently_used_way() {
+        // 16 sets × 4 ways: vpns 0,16,32,48,64 share set 0.
+        let mut t = Tlb::new(64, 4);
+        for v in [0, 16, 32, 48] {
+            t.insert(v, 0, 0);
+        }
+        // Touch 0 again: LRU order is now 16 (oldest), 32, 48, 0.
+        assert!(t.lookup(0, 0).is_some());
+        t.insert(64, 0, 0);
+        assert!(t.lookup(16, 0).is_none(), "16 was least recently used");
+        assert!(t.lookup(0, 0).is_some());
+        // Sequential fill of a fresh set evicts in insertion order.
+        let mut t = Tlb::new(64, 4);
+        for v in [1, 17, 33, 49, 65] {
+            t.insert(v, 0, 0);
+        }
+        assert!(t.lookup(1, 0).is_none());
+        for v in [17, 33, 49, 65] {
+            assert!(t.lookup(v, 0).is_some());
+        }
+    }
+
+    #[test]
+    fn capacity_is_entries_times_sets() {
+        let mut t = Tlb::new(64, 4);
+        for v in 0..64 {
+            t.insert(v, 0, 0);
+        }
+        assert_eq!(t.valid_entries().count(), 64);
+        assert!((0..64).all(|v| t.lookup(v, 0).is_some()));
+        t.insert(64, 0, 0);
+        assert_eq!(t.valid_entries().count(), 64);
+    }
+
+    #[test]
+    fn invalidate_page_and_flush_all() {
+        let mut t = Tlb::new(16, 4);
+        t.insert(3, 0, 0);
+        t.insert(4, 0, 0);
+        assert!(t.invalidate_page(3, 0));
+        assert!(!t.invalidate_page(3, 0));
+        assert!(t.lookup(4, 0).is_some());
+        t.flush_all();
+        assert_eq!(t.valid_entries().count(), 0);
+    }
+}

@@ -1,0 +1,129 @@
+//! Node-level page allocation and freeing (`__alloc_pages` in mm/page_alloc.c): walk the
+//! zonelist at the low watermark, then the slow path (wake kswapd, min watermark, direct
+//! reclaim). Per-zone mechanics (buddy, per-CPU pagesets, zone lock) are in page_alloc.rs.
+
+use crate::mm::mmzone::lru_index;
+use crate::mm::page::{pg, NIL};
+use crate::sim::Sim;
+use crate::stats::Vm;
+
+impl Sim {
+    /// __alloc_pages(GFP_HIGHUSER_MOVABLE, order 0, preferred node): one frame or None (OOM).
+    pub fn alloc_page(&mut self, c: usize, preferred: usize) -> Option<u32> {
+        // get_page_from_freelist, ALLOC_WMARK_LOW: fall back along the zonelist.
+        if let Some(pfn) = self.alloc_from_zonelist(c, preferred, false) {
+            return Some(pfn);
+        }
+        // __alloc_pages_slowpath: wake_all_kswapds, then retry at the min watermark.
+        let zonelist = self.nodes[preferred].zonelist.clone();
+        for &n in &zonelist {
+            self.wakeup_kswapd(n as usize);
+        }
+        if let Some(pfn) = self.alloc_from_zonelist(c, preferred, true) {
+            return Some(pfn);
+        }
+        // __alloc_pages_direct_reclaim: try_to_free_pages, then retry.
+        for _ in 0..crate::mm::vmscan::MAX_RECLAIM_RETRIES {
+            self.vm.inc(Vm::AllocStallNormal);
+            let reclaimed = self.try_to_free_pages(c, preferred);
+            if let Some(pfn) = self.alloc_from_zonelist(c, preferred, true) {
+                return Some(pfn);
+            }
+            if reclaimed == 0 {
+                break;
+            }
+        }
+        None
+    }
+
+    fn alloc_from_zonelist(&mut self, c: usize, preferred: usize, at_min: bool) -> Option<u32> {
+        let now = self.cpus[c].clock;
+        for i in 0..self.nodes[preferred].zonelist.len() {
+            let n = self.nodes[preferred].zonelist[i] as usize;
+            let zone = &mut self.nodes[n].zone;
+            let mark = if at_min {
+                zone.wmark.min
+            } else {
+                zone.wmark.low
+            };
+            let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &self.cost, mark);
+            self.charge_sys(c, cycles);
+            if let Some(pfn) = pfn {
+                // zone_statistics
+                if n == preferred {
+                    self.vm.inc(Vm::NumaHit);
+                } else {
+                    self.vm.inc(Vm::NumaMiss);
+                    self.vm.inc(Vm::NumaForeign);
+                }
+                if n == self.cpus[c].node as usize {
+                    self.vm.inc(Vm::NumaLocal);
+                } else {
+                    self.vm.inc(Vm::NumaOther);
+                }
+                self.vm.inc(Vm::PgAllocNormal);
+                self.check_frame_reuse(pfn, c);
+                return Some(pfn);
+            }
+        }
+        None
+    }
+
+    /// Return a frame that no longer has users to `c`'s per-CPU list (free_unref_folios).
+    pub fn free_frame(&mut self, c: usize, pfn: u32) {
+        let p = self.frames.get_mut(pfn);
+        debug_assert!(
+            !p.has(pg::LRU) && p.mapcount == 0,
+            "freeing a mapped or listed frame"
+        );
+        p.flags &= pg::NEED_FLUSH;
+        p.owner = NIL;
+        p.index = 0;
+        let n = p.node as usize;
+        let now = self.cpus[c].clock;
+        let cycles = self.nodes[n]
+            .zone
+            .free_page(&mut self.frames, c, pfn, now, &self.cost);
+        self.charge_sys(c, cycles);
+        self.vm.inc(Vm::PgFree);
+    }
+
+    /// folio_add_lru: new folios start on the inactive list of their type.
+    pub fn lru_add(&mut self, pfn: u32) {
+        let p = self.frames.get_mut(pfn);
+        debug_assert!(!p.has(pg::LRU));
+        let anon = p.has(pg::ANON);
+        p.flags |= pg::LRU;
+        p.flags &= !pg::ACTIVE;
+        let n = p.node as usize;
+        let node = &mut self.nodes[n];
+        self.frames
+            .list_add(&mut node.lru[lru_index(anon, false)], pfn);
+        if anon {
+            node.nr_anon += 1;
+        } else {
+            node.nr_file += 1;
+        }
+    }
+
+    /// lruvec_del_folio plus the node's anon/file accounting: the frame leaves its user.
+    pub fn lru_del_and_uncharge(&mut self, pfn: u32) {
+        let p = *self.frames.get(pfn);
+        let n = p.node as usize;
+        let anon = p.has(pg::ANON);
+        if p.has(pg::LRU) {
+            let lru = lru_index(anon, p.has(pg::ACTIVE));
+            let node = &mut self.nodes[n];
+            self.frames.list_del(&mut node.lru[lru], pfn);
+        } else if p.has(pg::ISOLATED) {
+            self.nodes[n].nr_isolated -= 1;
+        }
+        let node = &mut self.nodes[n];
+        if anon {
+            node.nr_anon -= 1;
+        } else {
+            node.nr_file -= 1;
+        }
+        self.frames.get_mut(pfn).flags &= !(pg::LRU | pg::ACTIVE | pg::ISOLATED);
+    }
+}

@@ -1,0 +1,193 @@
+//! Page faults (mm/memory.c): `handle_mm_fault` → `handle_pte_fault` → anonymous, file and
+//! write-protect faults. Every fault charges its cost to the faulting CPU.
+
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::sim::{AccessKind, Sim};
+use crate::stats::Vm;
+use crate::workload::prot;
+
+impl Sim {
+    /// handle_mm_fault: resolve a fault at `vaddr` for thread memory `mm`, or report the signal.
+    pub(crate) fn handle_mm_fault(
+        &mut self,
+        c: usize,
+        mm: usize,
+        vaddr: u64,
+        kind: AccessKind,
+    ) -> Result<(), String> {
+        self.vm.inc(Vm::PgFault);
+        let vma = match self.mms[mm].find_vma(vaddr) {
+            Some(v) => *v,
+            None => return Err("SIGSEGV: no mapping at this address".into()),
+        };
+        // access_error()
+        let allowed = match kind {
+            AccessKind::Store => vma.prot & prot::WRITE != 0,
+            AccessKind::IFetch => vma.prot & prot::EXEC != 0,
+            AccessKind::Load => vma.prot & (prot::READ | prot::WRITE | prot::EXEC) != 0,
+        };
+        if !allowed {
+            return Err(format!(
+                "SIGSEGV: {kind:?} not permitted by the mapping's protection"
+            ));
+        }
+        let vpn = (vaddr >> PAGE_SHIFT) as u32;
+        let store = kind == AccessKind::Store;
+        let p = self.mms[mm].pgtable.get(vpn);
+        if pte::is_none(p) {
+            if vma.is_anon() {
+                self.do_anonymous_page(c, mm, vpn, store)
+            } else {
+                self.do_file_fault(c, mm, &vma, vpn, store)
+            }
+        } else if p & pte::PROTNONE != 0 {
+            // NUMA hint fault: do_numa_page (the tiering issue adds promotion here).
+            self.vm.inc(Vm::NumaHintFaults);
+            let slot = self.mms[mm].pgtable.entry(vpn);
+            *slot = (*slot & !pte::PROTNONE) | pte::PRESENT;
+            self.charge_sys(c, self.cost.wp_fault_cycles as u64);
+            Ok(())
+        } else if p & pte::MIGRATION != 0 {
+            Err("fault on a migration entry: no migration is modelled yet".into())
+        } else if store && p & pte::WRITE == 0 {
+            self.do_wp_page(c, mm, vpn, p)
+        } else {
+            // Spurious fault: the PTE already allows the access (another CPU fixed it up).
+            Ok(())
+        }
+    }
+
+    /// do_anonymous_page: a read maps the shared zero page; a write allocates a zeroed frame.
+    fn do_anonymous_page(
+        &mut self,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        store: bool,
+    ) -> Result<(), String> {
+        self.charge_sys(c, self.cost.anon_fault_cycles as u64);
+        if !store {
+            // mm_forbids_zeropage() is false: map my_zero_pfn read-only.
+            let zero = self.zero_pfn;
+            self.mms[mm]
+                .pgtable
+                .set(vpn, pte::mk(zero, pte::PRESENT | pte::YOUNG));
+            return Ok(());
+        }
+        let pfn = self.alloc_user_page(c, mm, vpn, true)?;
+        self.mms[mm].pgtable.set(
+            vpn,
+            pte::mk(pfn, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
+        );
+        Ok(())
+    }
+
+    /// Allocate, zero and account a new anonymous frame for (mm, vpn) and put it on the LRU.
+    fn alloc_user_page(
+        &mut self,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        _zero: bool,
+    ) -> Result<u32, String> {
+        let node = self.cpus[c].node as usize;
+        let pfn = self.alloc_page(c, node).ok_or_else(|| {
+            "out of memory: no node can satisfy an order-0 allocation".to_string()
+        })?;
+        self.charge_sys(c, self.cost.clear_page_cycles as u64);
+        {
+            let p = self.frames.get_mut(pfn);
+            p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
+            p.owner = mm as u32;
+            p.index = vpn;
+            p.mapcount = 1;
+        }
+        self.lru_add(pfn);
+        self.mms[mm].rss_anon += 1;
+        Ok(pfn)
+    }
+
+    /// do_read_fault / do_shared_fault through filemap_fault: find or read the page-cache
+    /// page and map it (writable only on a write fault, so the first write is tracked).
+    fn do_file_fault(
+        &mut self,
+        c: usize,
+        mm: usize,
+        vma: &crate::mm::mm_types::Vma,
+        vpn: u32,
+        store: bool,
+    ) -> Result<(), String> {
+        let (file, index) = vma.file_index(vpn).expect("file VMA");
+        let f = file as usize;
+        if index >= self.files[f].pages.len() as u64 {
+            return Err(format!(
+                "SIGBUS: page {index} is beyond the end of file '{}'",
+                self.files[f].name
+            ));
+        }
+        let pfn = match self.files[f].lookup(index) {
+            Some(pfn) => {
+                self.charge_sys(c, self.cost.file_minor_fault_cycles as u64);
+                pfn
+            }
+            None => {
+                let node = self.cpus[c].node as usize;
+                let pfn = self.alloc_page(c, node).ok_or_else(|| {
+                    "out of memory: no node can satisfy a page-cache allocation".to_string()
+                })?;
+                // filemap_fault → page_cache_sync_ra → read I/O: a major fault.
+                self.vm.inc(Vm::PgMajFault);
+                self.vm.add(Vm::PgPgIn, 4);
+                let io = self.ns_to_cycles(self.cost.file_major_fault_ns as f64);
+                self.charge_sys(c, io);
+                let p = self.frames.get_mut(pfn);
+                p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED;
+                p.owner = file;
+                p.index = index as u32;
+                p.mapcount = 0;
+                self.files[f].pages[index as usize] = pfn;
+                self.files[f].nr_cached += 1;
+                self.lru_add(pfn);
+                pfn
+            }
+        };
+        let mut flags = pte::PRESENT | pte::YOUNG;
+        if store {
+            flags |= pte::WRITE | pte::DIRTY;
+            self.frames.get_mut(pfn).flags |= pg::DIRTY;
+        }
+        if vma.exec() {
+            self.frames.get_mut(pfn).flags |= pg::EXEC;
+        }
+        self.frames.get_mut(pfn).mapcount += 1;
+        self.mms[mm].rss_file += 1;
+        self.mms[mm].pgtable.set(vpn, pte::mk(pfn, flags));
+        Ok(())
+    }
+
+    /// do_wp_page: a write to a present read-only PTE of a writable VMA.
+    fn do_wp_page(&mut self, c: usize, mm: usize, vpn: u32, p: u64) -> Result<(), String> {
+        self.charge_sys(c, self.cost.wp_fault_cycles as u64);
+        let pfn = pte::pfn(p);
+        if pfn == self.zero_pfn {
+            // wp_page_copy from the zero page: new frame, then ptep_clear_flush of the old PTE.
+            let new = self.alloc_user_page(c, mm, vpn, true)?;
+            self.mms[mm].pgtable.set(
+                vpn,
+                pte::mk(new, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
+            );
+            self.flush_tlb_mm_range(c, mm, vpn, vpn + 1);
+            return Ok(());
+        }
+        // wp_page_reuse (exclusive anon) or wp_page_shared (shared file mapping): upgrade in place;
+        // x86 needs no flush to add permissions.
+        let slot = self.mms[mm].pgtable.entry(vpn);
+        *slot |= pte::WRITE | pte::DIRTY | pte::YOUNG;
+        let page = self.frames.get_mut(pfn);
+        if !page.has(pg::ANON) {
+            page.flags |= pg::DIRTY;
+        }
+        Ok(())
+    }
+}

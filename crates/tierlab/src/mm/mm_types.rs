@@ -1,0 +1,189 @@
+//! Address spaces (`struct mm_struct`) and their VMAs (`struct vm_area_struct`),
+//! include/linux/mm_types.h.
+
+use crate::mm::pgtable::{PageTable, PAGE_SHIFT};
+use crate::workload::{prot, Backing};
+
+/// A set of CPUs (mm_cpumask, flush batches), up to 256.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuMask(pub [u64; 4]);
+
+impl CpuMask {
+    #[inline]
+    pub fn set(&mut self, cpu: usize) {
+        self.0[cpu >> 6] |= 1 << (cpu & 63);
+    }
+    #[inline]
+    pub fn clear(&mut self, cpu: usize) {
+        self.0[cpu >> 6] &= !(1 << (cpu & 63));
+    }
+    #[inline]
+    pub fn test(&self, cpu: usize) -> bool {
+        self.0[cpu >> 6] & (1 << (cpu & 63)) != 0
+    }
+    pub fn union(&mut self, other: &CpuMask) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a |= b;
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|w| *w == 0)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..256).filter(move |&c| self.test(c))
+    }
+    /// cpumask_any_but(mask, cpu) < nr_cpu_ids
+    pub fn any_but(&self, cpu: usize) -> bool {
+        let mut m = *self;
+        m.clear(cpu);
+        !m.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub prot: u8,
+    pub backing: Backing,
+}
+
+impl Vma {
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+    pub fn writable(&self) -> bool {
+        self.prot & prot::WRITE != 0
+    }
+    pub fn exec(&self) -> bool {
+        self.prot & prot::EXEC != 0
+    }
+    pub fn is_anon(&self) -> bool {
+        matches!(self.backing, Backing::Anon)
+    }
+    /// Page offset in the backing file of the page at `vpn` (linear_page_index).
+    pub fn file_index(&self, vpn: u32) -> Option<(u32, u64)> {
+        match self.backing {
+            Backing::File { file, pgoff } => {
+                Some((file, pgoff + vpn as u64 - (self.start >> PAGE_SHIFT)))
+            }
+            Backing::Anon => None,
+        }
+    }
+}
+
+pub struct Mm {
+    pub id: u32,
+    /// Sorted, non-overlapping.
+    pub vmas: Vec<Vma>,
+    pub pgtable: PageTable,
+    /// CPUs that may hold TLB entries of this mm (mm_cpumask).
+    pub cpumask: CpuMask,
+    /// context.tlb_gen: bumped on every flush request (inc_mm_tlb_gen).
+    pub tlb_gen: u64,
+    /// Last time (cycles) should_trim_cpumask allowed a trim.
+    pub next_trim: u64,
+    pub rss_anon: u64,
+    pub rss_file: u64,
+    /// Live threads; the mm is torn down when it reaches zero after having had threads.
+    pub users: u32,
+}
+
+impl Mm {
+    pub fn new(id: u32) -> Self {
+        Mm {
+            id,
+            vmas: Vec::new(),
+            pgtable: PageTable::new(),
+            cpumask: CpuMask::default(),
+            tlb_gen: 1,
+            next_trim: 0,
+            rss_anon: 0,
+            rss_file: 0,
+            users: 0,
+        }
+    }
+
+    /// find_vma for an address inside a VMA.
+    pub fn find_vma(&self, addr: u64) -> Option<&Vma> {
+        let i = self.vmas.partition_point(|v| v.end <= addr);
+        self.vmas.get(i).filter(|v| v.contains(addr))
+    }
+
+    /// Index of the first VMA ending after `addr`.
+    pub fn vma_index_from(&self, addr: u64) -> usize {
+        self.vmas.partition_point(|v| v.end <= addr)
+    }
+
+    /// Whether [start, end) overlaps any VMA.
+    pub fn overlaps(&self, start: u64, end: u64) -> bool {
+        let i = self.vma_index_from(start);
+        self.vmas.get(i).is_some_and(|v| v.start < end)
+    }
+
+    pub fn insert_vma(&mut self, vma: Vma) {
+        let i = self.vmas.partition_point(|v| v.start < vma.start);
+        self.vmas.insert(i, vma);
+    }
+
+    /// Split VMAs so that `addr` is a VMA boundary (__split_vma).
+    pub fn split_at(&mut self, addr: u64) {
+        let i = self.vma_index_from(addr);
+        if let Some(v) = self.vmas.get(i).copied() {
+            if v.start < addr && addr < v.end {
+                let mut hi = v;
+                hi.start = addr;
+                if let Backing::File { file, pgoff } = v.backing {
+                    hi.backing = Backing::File {
+                        file,
+                        pgoff: pgoff + ((addr - v.start) >> PAGE_SHIFT),
+                    };
+                }
+                self.vmas[i].end = addr;
+                self.vmas.insert(i + 1, hi);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vma(s: u64, e: u64) -> Vma {
+        Vma {
+            start: s,
+            end: e,
+            prot: prot::READ,
+            backing: Backing::Anon,
+        }
+    }
+
+    #[test]
+    fn find_and_split_vmas() {
+        let mut mm = Mm::new(0);
+        mm.insert_vma(vma(0x10000, 0x20000));
+        mm.insert_vma(vma(0x40000, 0x50000));
+        assert!(mm.find_vma(0x10000).is_some());
+        assert!(mm.find_vma(0x20000).is_none());
+        assert!(mm.find_vma(0x4ffff).is_some());
+        assert!(mm.overlaps(0x1f000, 0x21000));
+        assert!(!mm.overlaps(0x20000, 0x40000));
+        mm.split_at(0x18000);
+        assert_eq!(mm.vmas.len(), 3);
+        assert_eq!(mm.vmas[0].end, 0x18000);
+        assert_eq!(mm.vmas[1].start, 0x18000);
+    }
+
+    #[test]
+    fn cpumask_ops() {
+        let mut m = CpuMask::default();
+        m.set(3);
+        m.set(200);
+        assert!(m.test(200) && m.test(3) && !m.test(4));
+        assert!(m.any_but(3));
+        m.clear(200);
+        assert!(!m.any_but(3));
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![3]);
+    }
+}

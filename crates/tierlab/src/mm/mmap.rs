@@ -1,0 +1,209 @@
+//! The memory system calls a workload makes (mm/mmap.c, mm/mprotect.c): mmap (fixed address,
+//! no replace), munmap (zap, flush, then free, as tlb_finish_mmu orders it) and mprotect.
+
+use crate::mm::mm_types::Vma;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
+use crate::sim::{Sim, SimError};
+use crate::workload::{prot, Backing};
+
+fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
+    if addr % PAGE_SIZE != 0 || len == 0 || len % PAGE_SIZE != 0 {
+        return Err(SimError(format!(
+            "{what}({addr:#x}, {len}): address and length must be non-zero multiples of 4 KiB (EINVAL)"
+        )));
+    }
+    if addr.checked_add(len).is_none_or(|e| e > USER_VA_END) {
+        return Err(SimError(format!(
+            "{what}({addr:#x}, {len}): beyond the simulated user address space (2^44)"
+        )));
+    }
+    Ok(())
+}
+
+impl Sim {
+    /// mmap(addr, len, prot, MAP_FIXED_NOREPLACE | …): the range must be free.
+    pub(crate) fn sys_mmap(
+        &mut self,
+        c: usize,
+        tid: usize,
+        addr: u64,
+        len: u64,
+        prot_bits: u8,
+        backing: Backing,
+    ) -> Result<(), SimError> {
+        check_range("mmap", addr, len)?;
+        self.charge_sys(c, self.cost.syscall_cycles as u64);
+        let mm = self.threads[tid].mm as usize;
+        if self.mms[mm].overlaps(addr, addr + len) {
+            return Err(SimError(format!(
+                "thread {tid}: mmap({addr:#x}, {len}) overlaps an existing mapping (EEXIST)"
+            )));
+        }
+        if let Backing::File { file, .. } = backing {
+            let f = self.files.get_mut(file as usize).ok_or_else(|| {
+                SimError(format!(
+                    "thread {tid}: mmap of file {file}, which the workload does not declare"
+                ))
+            })?;
+            if !f.mappers.contains(&(mm as u32)) {
+                f.mappers.push(mm as u32);
+            }
+        }
+        self.mms[mm].insert_vma(Vma {
+            start: addr,
+            end: addr + len,
+            prot: prot_bits,
+            backing,
+        });
+        Ok(())
+    }
+
+    /// munmap: remove the VMAs, clear the PTEs, flush the TLBs, then free the anon frames.
+    pub(crate) fn sys_munmap(
+        &mut self,
+        c: usize,
+        tid: usize,
+        addr: u64,
+        len: u64,
+    ) -> Result<(), SimError> {
+        check_range("munmap", addr, len)?;
+        self.charge_sys(c, self.cost.syscall_cycles as u64);
+        let mm = self.threads[tid].mm as usize;
+        let end = addr + len;
+        self.mms[mm].split_at(addr);
+        self.mms[mm].split_at(end);
+        let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
+        let (to_free, was_mapped) = self.zap_pte_range(c, mm, s, e);
+        self.mms[mm]
+            .vmas
+            .retain(|v| v.end <= addr || v.start >= end);
+        // tlb_finish_mmu: flush before the frames go back to the allocator.
+        if was_mapped {
+            self.flush_tlb_mm_range(c, mm, s, e);
+        }
+        for pfn in to_free {
+            self.free_frame(c, pfn);
+        }
+        // Forget file mappers with no VMA left (i_mmap removal).
+        for f in 0..self.files.len() {
+            let still = self.mms[mm]
+                .vmas
+                .iter()
+                .any(|v| matches!(v.backing, Backing::File { file, .. } if file as usize == f));
+            if !still {
+                self.files[f].mappers.retain(|&m| m != mm as u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// zap_pte_range: clear PTEs in [s, e), drop rmap counts; returns the anon frames to free
+    /// and whether any PTE was cleared.
+    fn zap_pte_range(&mut self, c: usize, mm: usize, s: u32, e: u32) -> (Vec<u32>, bool) {
+        let mut to_free = Vec::new();
+        let mut was_mapped = false;
+        for vpn in s..e {
+            let old = match self.mms[mm].pgtable.get_mut(vpn) {
+                Some(slot) if *slot != 0 => std::mem::replace(slot, 0),
+                _ => continue,
+            };
+            was_mapped = true;
+            if !pte::maps_frame(old) {
+                continue;
+            }
+            let pfn = pte::pfn(old);
+            self.charge_sys(c, self.cost.pte_update_cycles as u64);
+            if pfn == self.zero_pfn {
+                continue;
+            }
+            let page = self.frames.get_mut(pfn);
+            page.mapcount -= 1;
+            if page.has(pg::ANON) {
+                self.mms[mm].rss_anon -= 1;
+                if page.mapcount == 0 {
+                    self.lru_del_and_uncharge(pfn);
+                    to_free.push(pfn);
+                }
+            } else {
+                if old & pte::DIRTY != 0 {
+                    page.flags |= pg::DIRTY;
+                }
+                self.mms[mm].rss_file -= 1;
+            }
+        }
+        (to_free, was_mapped)
+    }
+
+    /// mprotect: change VMA protection; removing permissions updates PTEs and flushes.
+    pub(crate) fn sys_mprotect(
+        &mut self,
+        c: usize,
+        tid: usize,
+        addr: u64,
+        len: u64,
+        new_prot: u8,
+    ) -> Result<(), SimError> {
+        check_range("mprotect", addr, len)?;
+        self.charge_sys(c, self.cost.syscall_cycles as u64);
+        let mm = self.threads[tid].mm as usize;
+        let end = addr + len;
+        // mprotect requires the whole range to be mapped (ENOMEM otherwise).
+        let mut cursor = addr;
+        for v in self.mms[mm]
+            .vmas
+            .iter()
+            .filter(|v| v.end > addr && v.start < end)
+        {
+            if v.start > cursor {
+                break;
+            }
+            cursor = v.end;
+        }
+        if cursor < end {
+            return Err(SimError(format!(
+                "thread {tid}: mprotect({addr:#x}, {len}) covers unmapped memory (ENOMEM)"
+            )));
+        }
+        self.mms[mm].split_at(addr);
+        self.mms[mm].split_at(end);
+        for v in self.mms[mm].vmas.iter_mut() {
+            if v.start >= addr && v.end <= end {
+                v.prot = new_prot;
+            }
+        }
+        // change_pte_range
+        let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
+        let mut changed = false;
+        for vpn in s..e {
+            let Some(slot) = self.mms[mm].pgtable.get_mut(vpn) else {
+                continue;
+            };
+            let old = *slot;
+            if !pte::maps_frame(old) {
+                continue;
+            }
+            let mut new = old;
+            if new_prot & (prot::READ | prot::WRITE | prot::EXEC) == 0 {
+                new = (new & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE;
+            } else {
+                if old & pte::PROTNONE != 0 {
+                    new = (new & !pte::PROTNONE) | pte::PRESENT;
+                }
+                if new_prot & prot::WRITE == 0 {
+                    new &= !pte::WRITE;
+                }
+            }
+            if new != old {
+                *slot = new;
+                changed |= pte::present(old);
+            }
+        }
+        let n = (e - s) as u64;
+        self.charge_sys(c, self.cost.pte_update_cycles as u64 * n);
+        if changed {
+            self.flush_tlb_mm_range(c, mm, s, e);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,52 @@
+//! Per-node state (`pg_data_t`, include/linux/mmzone.h): the node's zone, its LRU lists
+//! (`struct lruvec`) and its kswapd.
+
+use crate::mm::page::ListHead;
+use crate::mm::page_alloc::Zone;
+
+/// enum lru_list order.
+pub const LRU_INACTIVE_ANON: usize = 0;
+pub const LRU_ACTIVE_ANON: usize = 1;
+pub const LRU_INACTIVE_FILE: usize = 2;
+pub const LRU_ACTIVE_FILE: usize = 3;
+pub const NR_LRU_LISTS: usize = 4;
+pub const LRU_NAMES: [&str; NR_LRU_LISTS] = [
+    "nr_inactive_anon",
+    "nr_active_anon",
+    "nr_inactive_file",
+    "nr_active_file",
+];
+
+/// lru_list index for a page: file pages are on the file lists, active pages on the active ones.
+#[inline]
+pub fn lru_index(anon: bool, active: bool) -> usize {
+    (if anon { 0 } else { 2 }) + active as usize
+}
+
+pub struct Pgdat {
+    pub node_id: u8,
+    pub zone: Zone,
+    pub lru: [ListHead; NR_LRU_LISTS],
+    /// CPUs of this node (empty: a memory-only node).
+    pub cpus: Vec<u32>,
+    /// Fallback order for allocations starting here (build_zonelists: by distance).
+    pub zonelist: Vec<u8>,
+    /// Memory latency in cycles, already divided by the MLP factor: [read, write].
+    pub latency_cycles: [u32; 2],
+    /// kswapd is running or scheduled (kswapd_wait is active).
+    pub kswapd_awake: bool,
+    /// kswapd_failures (MAX_RECLAIM_RETRIES = 16 stops wakeups).
+    pub kswapd_failures: u32,
+    /// Isolated pages (nr_isolated_anon + nr_isolated_file).
+    pub nr_isolated: u64,
+    pub nr_anon: u64,
+    pub nr_file: u64,
+    /// When kswapd last went to sleep (for kswapd_*_wmark_hit_quickly).
+    pub kswapd_slept_at: u64,
+}
+
+impl Pgdat {
+    pub fn lru_size(&self, lru: usize) -> u64 {
+        self.lru[lru].len as u64
+    }
+}

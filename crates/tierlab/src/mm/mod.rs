@@ -1,0 +1,14 @@
+//! The kernel memory manager, one file per Linux file it models.
+
+pub mod alloc_pages;
+pub mod filemap;
+pub mod memory;
+pub mod memory_tiers;
+pub mod mm_types;
+pub mod mmap;
+pub mod mmzone;
+pub mod page;
+pub mod page_alloc;
+pub mod pgtable;
+pub mod rmap;
+pub mod vmscan;

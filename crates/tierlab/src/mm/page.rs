@@ -1,0 +1,270 @@
+//! The frame table: one `Page` record per simulated 4 KiB frame (Linux `struct page`/`folio`,
+//! include/linux/mm_types.h), and intrusive doubly linked lists threaded through it.
+//!
+//! The same `lru_next`/`lru_prev` links serve the LRU lists, the buddy free lists and the
+//! per-CPU pageset lists, as `page->lru` / `page->buddy_list` / `page->pcp_list` do in Linux.
+
+/// "No frame": the list terminator and the unset owner.
+pub const NIL: u32 = u32::MAX;
+
+/// Page flags (a subset of include/linux/page-flags.h plus simulator bookkeeping).
+pub mod pg {
+    /// On an LRU list (PG_lru).
+    pub const LRU: u16 = 1 << 0;
+    /// On the active list (PG_active).
+    pub const ACTIVE: u16 = 1 << 1;
+    /// Referenced once by reclaim (PG_referenced).
+    pub const REFERENCED: u16 = 1 << 2;
+    /// Anonymous memory (PageAnon); clear means page cache.
+    pub const ANON: u16 = 1 << 3;
+    /// Needs writeback (PG_dirty); set from PTE dirty bits when reclaim looks.
+    pub const DIRTY: u16 = 1 << 4;
+    /// Free in the buddy allocator (PageBuddy); `order` holds the block order.
+    pub const BUDDY: u16 = 1 << 5;
+    /// Free on a per-CPU pageset list.
+    pub const PCP: u16 = 1 << 6;
+    /// Taken off the LRU by reclaim or migration (nr_isolated_*).
+    pub const ISOLATED: u16 = 1 << 7;
+    /// Deactivated once (PG_workingset).
+    pub const WORKINGSET: u16 = 1 << 8;
+    /// Allocated to a user (anon or page cache).
+    pub const USED: u16 = 1 << 9;
+    /// Mapped by an executable VMA (VM_EXEC file pages rotate on the active list).
+    pub const EXEC: u16 = 1 << 10;
+    /// Freed while some TLB may still translate to it (MIGRC: flush before reuse).
+    pub const NEED_FLUSH: u16 = 1 << 11;
+}
+
+/// One simulated frame. Budget: 32 bytes (checked by a test).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Page {
+    pub lru_next: u32,
+    pub lru_prev: u32,
+    /// Reverse-map owner: the mm id for anon pages, the file id for page-cache pages.
+    pub owner: u32,
+    /// Anon: virtual page number in `owner`; file: page offset in the file.
+    pub index: u32,
+    /// Last NUMA-balancing scan time in ms (folio_xchg_access_time), for the tiering hot threshold.
+    pub numa_access_ms: u32,
+    /// MIGRC flush generation the frame waits for before reuse.
+    pub flush_gen: u32,
+    pub flags: u16,
+    /// Number of PTEs mapping the frame (folio_mapcount).
+    pub mapcount: u16,
+    pub node: u8,
+    /// Buddy order when free in the buddy allocator.
+    pub order: u8,
+}
+
+impl Page {
+    const EMPTY: Page = Page {
+        lru_next: NIL,
+        lru_prev: NIL,
+        owner: NIL,
+        index: 0,
+        numa_access_ms: 0,
+        flush_gen: 0,
+        flags: 0,
+        mapcount: 0,
+        node: 0,
+        order: 0,
+    };
+
+    #[inline]
+    pub fn has(&self, flag: u16) -> bool {
+        self.flags & flag != 0
+    }
+}
+
+/// Head of an intrusive list (Linux `struct list_head` plus a length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListHead {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u32,
+}
+
+impl Default for ListHead {
+    /// An empty list (head and tail NIL, not frame 0).
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ListHead {
+    pub const fn new() -> Self {
+        ListHead {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// All frames of the machine, node after node (pfn = index).
+pub struct FrameTable {
+    pub pages: Vec<Page>,
+}
+
+impl FrameTable {
+    /// `node_pages[n]` frames for node n, contiguous and in node order.
+    pub fn new(node_pages: &[u64]) -> Self {
+        let total: u64 = node_pages.iter().sum();
+        assert!(total < NIL as u64, "more frames than a u32 pfn can name");
+        let mut pages = vec![Page::EMPTY; total as usize];
+        let mut pfn = 0usize;
+        for (nid, &n) in node_pages.iter().enumerate() {
+            for p in &mut pages[pfn..pfn + n as usize] {
+                p.node = nid as u8;
+            }
+            pfn += n as usize;
+        }
+        FrameTable { pages }
+    }
+
+    #[inline]
+    pub fn get(&self, pfn: u32) -> &Page {
+        &self.pages[pfn as usize]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, pfn: u32) -> &mut Page {
+        &mut self.pages[pfn as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.pages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pages.is_empty()
+    }
+
+    /// list_add: insert at the head.
+    pub fn list_add(&mut self, list: &mut ListHead, pfn: u32) {
+        let old = list.head;
+        {
+            let p = &mut self.pages[pfn as usize];
+            p.lru_prev = NIL;
+            p.lru_next = old;
+        }
+        if old == NIL {
+            list.tail = pfn;
+        } else {
+            self.pages[old as usize].lru_prev = pfn;
+        }
+        list.head = pfn;
+        list.len += 1;
+    }
+
+    /// list_add_tail: insert at the tail.
+    pub fn list_add_tail(&mut self, list: &mut ListHead, pfn: u32) {
+        let old = list.tail;
+        {
+            let p = &mut self.pages[pfn as usize];
+            p.lru_next = NIL;
+            p.lru_prev = old;
+        }
+        if old == NIL {
+            list.head = pfn;
+        } else {
+            self.pages[old as usize].lru_next = pfn;
+        }
+        list.tail = pfn;
+        list.len += 1;
+    }
+
+    /// list_del: unlink `pfn`, which must be on `list`.
+    pub fn list_del(&mut self, list: &mut ListHead, pfn: u32) {
+        let (prev, next) = {
+            let p = &self.pages[pfn as usize];
+            (p.lru_prev, p.lru_next)
+        };
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.pages[prev as usize].lru_next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            self.pages[next as usize].lru_prev = prev;
+        }
+        let p = &mut self.pages[pfn as usize];
+        p.lru_next = NIL;
+        p.lru_prev = NIL;
+        list.len -= 1;
+    }
+
+    /// Remove and return the tail (the oldest entry for LRU lists).
+    pub fn list_pop_tail(&mut self, list: &mut ListHead) -> Option<u32> {
+        let t = list.tail;
+        if t == NIL {
+            return None;
+        }
+        self.list_del(list, t);
+        Some(t)
+    }
+
+    /// Remove and return the head.
+    pub fn list_pop_head(&mut self, list: &mut ListHead) -> Option<u32> {
+        let h = list.head;
+        if h == NIL {
+            return None;
+        }
+        self.list_del(list, h);
+        Some(h)
+    }
+
+    /// Walk a list head to tail (for checks and tests, not hot paths).
+    pub fn list_iter<'a>(&'a self, list: &ListHead) -> impl Iterator<Item = u32> + 'a {
+        let mut cur = list.head;
+        std::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let here = cur;
+            cur = self.pages[cur as usize].lru_next;
+            Some(here)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_record_fits_the_32_byte_budget() {
+        assert_eq!(std::mem::size_of::<Page>(), 32);
+    }
+
+    #[test]
+    fn lists_keep_order_and_length() {
+        let mut ft = FrameTable::new(&[8]);
+        let mut l = ListHead::new();
+        ft.list_add(&mut l, 1);
+        ft.list_add(&mut l, 2);
+        ft.list_add_tail(&mut l, 3);
+        assert_eq!(ft.list_iter(&l).collect::<Vec<_>>(), vec![2, 1, 3]);
+        ft.list_del(&mut l, 1);
+        assert_eq!(ft.list_iter(&l).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(ft.list_pop_tail(&mut l), Some(3));
+        assert_eq!(ft.list_pop_head(&mut l), Some(2));
+        assert_eq!(ft.list_pop_tail(&mut l), None);
+        assert_eq!(l.len, 0);
+        assert_eq!(l.head, NIL);
+        assert_eq!(l.tail, NIL);
+    }
+
+    #[test]
+    fn frames_are_assigned_to_nodes_in_order() {
+        let ft = FrameTable::new(&[3, 2]);
+        let nodes: Vec<u8> = ft.pages.iter().map(|p| p.node).collect();
+        assert_eq!(nodes, vec![0, 0, 0, 1, 1]);
+    }
+}

@@ -1,0 +1,1370 @@
+//! The page allocator of one zone per node: buddy free lists, per-CPU pagesets (order 0 only),
+//! watermarks and the zone lock as a timed resource (Linux mm/page_alloc.c, v6.7+ pcp logic;
+//! reference/linux-spec.md §2.1, §2.2, §6).
+//!
+//! One migratetype, no fallback stealing, no compaction, no guard pages, no page shuffling.
+//! Buddy alignment is relative to the zone's first frame (`pfn - start_pfn`), so a node whose
+//! frames start at an odd global pfn still gets naturally aligned blocks.
+
+use crate::cost::CostTable;
+use crate::mm::page::{pg, FrameTable, ListHead, NIL};
+
+pub const MAX_PAGE_ORDER: usize = 10;
+pub const NR_PAGE_ORDERS: usize = MAX_PAGE_ORDER + 1;
+/// CONFIG_PCP_BATCH_SCALE_MAX (default 5).
+pub const PCP_BATCH_SCALE_MAX: u32 = 5;
+/// MIN_PERCPU_PAGELIST_HIGH_FRACTION: the fraction that bounds auto-tuned pcp->high_max.
+pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
+/// BOOT_PAGESET_HIGH / BOOT_PAGESET_BATCH: a pageset before zone_set_pageset_high_and_batch
+/// (effectively disabled: every free goes straight back to buddy, every alloc refills one page).
+const BOOT_PAGESET_HIGH: u32 = 0;
+const BOOT_PAGESET_BATCH: u32 = 1;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watermarks {
+    pub min: u64,
+    pub low: u64,
+    pub high: u64,
+    pub promo: u64,
+}
+
+/// Kernel clamp(): min(max(v, lo), hi) (hi wins when lo > hi, unlike `Ord::clamp`, which panics).
+#[inline]
+fn kclamp(v: i64, lo: i64, hi: i64) -> i64 {
+    v.max(lo).min(hi)
+}
+
+/// int_sqrt(): floor of the square root.
+fn int_sqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while (r as u128) * (r as u128) > x as u128 {
+        r -= 1;
+    }
+    while ((r + 1) as u128) * ((r + 1) as u128) <= x as u128 {
+        r += 1;
+    }
+    r
+}
+
+/// calculate_min_free_kbytes(): clamp(int_sqrt(lowmem_kbytes*16), 128, 262144); lowmem_kbytes = pages*4
+pub fn calculate_min_free_kbytes(lowmem_pages: u64) -> u64 {
+    let lowmem_kbytes = lowmem_pages.saturating_mul(4);
+    int_sqrt(lowmem_kbytes.saturating_mul(16)).clamp(128, 262_144)
+}
+
+/// zone_batchsize() (CONFIG_MMU). May return 0 for zones under 32 MiB, as in Linux; the
+/// pageset setup uses max(1, zone_batchsize()).
+pub fn zone_batchsize(managed_pages: u64) -> u32 {
+    // min(managed >> 10, SZ_1M / PAGE_SIZE = 256) / 4, at least 1
+    let b = ((managed_pages >> 10).min(256) / 4).max(1);
+    let x = b + b / 2;
+    // rounddown_pow_of_two(x) - 1
+    let pow = 1u64 << (63 - x.leading_zeros());
+    (pow - 1) as u32
+}
+
+/// zone_highsize(): max(total / nr_split_cpus, batch * 4) with total = managed / fraction or
+/// the low watermark; nr_split_cpus = CPUs of the zone's node, or all online CPUs when the node
+/// has none. (Linux adds a `cpu_online` hotplug term to nr_split_cpus; it is 0 outside hotplug.)
+pub fn zone_highsize(
+    managed_pages: u64,
+    low_wmark: u64,
+    batch: u32,
+    cpus_on_node: u32,
+    online_cpus: u32,
+    high_fraction: u32,
+) -> u32 {
+    let total = if high_fraction != 0 {
+        managed_pages / high_fraction as u64
+    } else {
+        low_wmark
+    };
+    let mut nr_split_cpus = cpus_on_node as u64;
+    if nr_split_cpus == 0 {
+        nr_split_cpus = (online_cpus as u64).max(1);
+    }
+    let high = (total / nr_split_cpus).max((batch as u64) << 2);
+    high.min(i32::MAX as u64) as u32
+}
+
+/// zone->lock as a timed resource in the machine-wide cycle clock: a CPU that wants it at `now`
+/// waits until the previous holder releases it. Records what lock contention reports need.
+#[derive(Clone, Debug, Default)]
+pub struct ZoneLock {
+    free_at: u64,
+    pub acquisitions: u64,
+    pub contended: u64,
+    pub wait_cycles: u64,
+    pub hold_cycles: u64,
+}
+
+impl ZoneLock {
+    /// spin_lock(&zone->lock) … spin_unlock(): returns the wait; the caller is charged wait+hold.
+    pub fn acquire(&mut self, now: u64, hold: u64) -> u64 {
+        let wait = self.free_at.saturating_sub(now);
+        self.free_at = now + wait + hold;
+        self.acquisitions += 1;
+        if wait > 0 {
+            self.contended += 1;
+        }
+        self.wait_cycles += wait;
+        self.hold_cycles += hold;
+        wait
+    }
+
+    /// The cycle at which the current holder releases the lock.
+    pub fn free_at(&self) -> u64 {
+        self.free_at
+    }
+}
+
+/// struct per_cpu_pages (order-0 list only).
+#[derive(Clone, Debug)]
+pub struct PerCpuPages {
+    pub count: u32,
+    pub high: u32,
+    pub high_min: u32,
+    pub high_max: u32,
+    pub batch: u32,
+    /// pcp->alloc_factor: refill batch = batch << alloc_factor (≤ PCP_BATCH_SCALE_MAX).
+    pub alloc_factor: u8,
+    /// pcp->free_count: consecutive frees (capped at batch << PCP_BATCH_SCALE_MAX).
+    pub free_count: u32,
+    pub list: ListHead,
+}
+
+impl Default for PerCpuPages {
+    /// per_cpu_pages_init(): the boot pageset (high 0, batch 1) with an empty list.
+    /// (Written by hand: `ListHead::default()` is head = tail = 0, not an empty list.)
+    fn default() -> Self {
+        PerCpuPages {
+            count: 0,
+            high: BOOT_PAGESET_HIGH,
+            high_min: BOOT_PAGESET_HIGH,
+            high_max: BOOT_PAGESET_HIGH,
+            batch: BOOT_PAGESET_BATCH,
+            alloc_factor: 0,
+            free_count: 0,
+            list: ListHead::new(),
+        }
+    }
+}
+
+impl PerCpuPages {
+    /// nr_pcp_alloc() for order 0.
+    fn nr_pcp_alloc(&mut self, below_high: bool) -> u32 {
+        let base_batch = self.batch as i64;
+        let high_min = self.high_min as i64;
+        let high_max = self.high_max as i64;
+        let mut high = kclamp(self.high as i64, high_min, high_max);
+        self.high = high as u32;
+        // PCP disabled or boot pageset
+        if high < base_batch {
+            return 1;
+        }
+        let mut batch = base_batch << self.alloc_factor;
+        // Grow pcp->high while the zone is above its high watermark (auto-tuning only).
+        if high_min != high_max && !below_high {
+            high = (high + batch).min(high_max);
+            self.high = high as u32;
+        }
+        let max_nr_alloc = (high - self.count as i64 - base_batch).max(base_batch);
+        if batch <= max_nr_alloc && (self.alloc_factor as u32) < PCP_BATCH_SCALE_MAX {
+            self.alloc_factor += 1;
+        }
+        batch = batch.min(max_nr_alloc);
+        // order 0: batch >> 0 = batch, and "max(batch, 2)" only applies when batch > 1
+        batch.max(1) as u32
+    }
+
+    /// nr_pcp_high() for order 0 (free_high, the high-order burst case, never applies).
+    fn nr_pcp_high(&mut self, reclaim_active: bool, below_high: bool) -> u32 {
+        let batch = self.batch as i64;
+        let high_min = self.high_min as i64;
+        let high_max = self.high_max as i64;
+        let mut high = kclamp(self.high as i64, high_min, high_max);
+        self.high = high as u32;
+        if high == 0 {
+            return 0;
+        }
+        // Reclaim active: limit what may sit on the pcp lists.
+        if reclaim_active {
+            let free_count = (self.free_count as i64).max(batch);
+            self.high = (high - free_count).max(high_min) as u32;
+            return (batch << 2).min(self.high as i64) as u32;
+        }
+        if high_min == high_max {
+            return high as u32;
+        }
+        if below_high {
+            let free_count = (self.free_count as i64).max(batch);
+            self.high = (high - free_count).max(high_min) as u32;
+            high = (self.count as i64).max(high_min);
+        } else if self.count as i64 >= high {
+            // pcp->high should be large enough to hold a batch of freed pages
+            let need_high = self.free_count as i64 + batch;
+            if (self.high as i64) < need_high {
+                self.high = kclamp(need_high, high_min, high_max) as u32;
+            }
+        }
+        high as u32
+    }
+
+    /// nr_pcp_free() for order 0 (no free_high).
+    fn nr_pcp_free(&self, high: u32) -> u32 {
+        let batch = self.batch as i64;
+        let high = high as i64;
+        // PCP disabled or boot pageset
+        if high < batch {
+            return 1;
+        }
+        // Leave at least batch pages; free more after a run of consecutive frees.
+        kclamp(self.free_count as i64, batch, high - batch) as u32
+    }
+}
+
+/// struct zone (one per node, ZONE_NORMAL-like).
+pub struct Zone {
+    pub nid: u8,
+    pub start_pfn: u32,
+    pub managed_pages: u64,
+    pub free_area: [ListHead; NR_PAGE_ORDERS],
+    /// NR_FREE_PAGES: pages in buddy only (pcp pages are NOT counted, as in Linux).
+    pub nr_free: u64,
+    pub wmark: Watermarks,
+    /// One per CPU of the machine (index = cpu id).
+    pub pcp: Vec<PerCpuPages>,
+    pub lock: ZoneLock,
+    /// ZONE_BELOW_HIGH
+    pub below_high: bool,
+    /// ZONE_RECLAIM_ACTIVE (set by kswapd)
+    pub reclaim_active: bool,
+    /// Counters the caller exports as pgalloc_normal / pgfree.
+    pub pgalloc: u64,
+    pub pgfree: u64,
+    /// Spanned pages: frames [start_pfn, start_pfn + spanned_pages) belong to the zone.
+    spanned_pages: u64,
+}
+
+impl Zone {
+    /// free_area_init_core + memblock_free_all → __free_pages_memory → __free_pages_core:
+    /// build the zone over frames [start_pfn, start_pfn+pages) and free every frame into buddy
+    /// as the largest aligned blocks (to the list tail, FPI_TO_TAIL). ncpus = CPUs of the whole
+    /// machine. Pagesets start as boot pagesets until `setup_zone_pagesets`.
+    pub fn new(nid: u8, start_pfn: u32, pages: u64, ncpus: usize, frames: &mut FrameTable) -> Zone {
+        assert!(
+            start_pfn as u64 + pages <= frames.len() as u64,
+            "zone extends past the frame table"
+        );
+        let mut zone = Zone {
+            nid,
+            start_pfn,
+            managed_pages: pages,
+            free_area: [ListHead::new(); NR_PAGE_ORDERS],
+            nr_free: 0,
+            wmark: Watermarks::default(),
+            pcp: vec![PerCpuPages::default(); ncpus],
+            lock: ZoneLock::default(),
+            below_high: false,
+            reclaim_active: false,
+            pgalloc: 0,
+            pgfree: 0,
+            spanned_pages: pages,
+        };
+        for pfn in start_pfn..start_pfn + pages as u32 {
+            let p = frames.get_mut(pfn);
+            p.flags &= !(pg::BUDDY | pg::PCP);
+            p.order = 0;
+            p.lru_next = NIL;
+            p.lru_prev = NIL;
+        }
+        let mut rel: u64 = 0;
+        while rel < pages {
+            let mut order = if rel == 0 {
+                MAX_PAGE_ORDER
+            } else {
+                (rel.trailing_zeros() as usize).min(MAX_PAGE_ORDER)
+            };
+            while rel + (1u64 << order) > pages {
+                order -= 1;
+            }
+            zone.free_one_page(frames, start_pfn + rel as u32, order, true);
+            rel += 1u64 << order;
+        }
+        zone
+    }
+
+    /// zone_end_pfn(): one past the zone's last frame.
+    pub fn end_pfn(&self) -> u32 {
+        (self.start_pfn as u64 + self.spanned_pages) as u32
+    }
+
+    #[inline]
+    fn contains(&self, pfn: u32) -> bool {
+        pfn >= self.start_pfn && ((pfn - self.start_pfn) as u64) < self.spanned_pages
+    }
+
+    /// page_is_buddy(): `pfn` (zone-relative `rel`) heads a free buddy block of `order`
+    /// lying entirely inside this zone.
+    #[inline]
+    fn is_free_buddy(&self, frames: &FrameTable, rel: u64, order: usize) -> bool {
+        if rel + (1u64 << order) > self.spanned_pages {
+            return false;
+        }
+        let p = frames.get(self.start_pfn + rel as u32);
+        p.has(pg::BUDDY) && p.order as usize == order
+    }
+
+    /// buddy_merge_likely(): is the buddy of the next-higher block free (so that this block
+    /// is likely to merge soon and should go to the list tail)?
+    fn buddy_merge_likely(&self, frames: &FrameTable, rel: u64, order: usize) -> bool {
+        if order >= MAX_PAGE_ORDER - 1 {
+            return false;
+        }
+        let buddy_rel = rel ^ (1u64 << order);
+        let higher_rel = rel & buddy_rel;
+        let higher_buddy_rel = higher_rel ^ (1u64 << (order + 1));
+        self.is_free_buddy(frames, higher_buddy_rel, order + 1)
+    }
+
+    /// __free_one_page(): merge with free buddies as far as possible and add the block to
+    /// free_area (tail if `to_tail` or buddy_merge_likely, else head).
+    fn free_one_page(&mut self, frames: &mut FrameTable, pfn: u32, order: usize, to_tail: bool) {
+        debug_assert!(order <= MAX_PAGE_ORDER);
+        debug_assert!(self.contains(pfn), "pfn {pfn} outside zone {}", self.nid);
+        let orig_order = order;
+        let mut rel = (pfn - self.start_pfn) as u64;
+        debug_assert_eq!(rel & ((1u64 << order) - 1), 0, "misaligned block");
+        debug_assert!(rel + (1u64 << order) <= self.spanned_pages);
+        let mut order = order;
+        while order < MAX_PAGE_ORDER {
+            let buddy_rel = rel ^ (1u64 << order);
+            if !self.is_free_buddy(frames, buddy_rel, order) {
+                break;
+            }
+            let buddy = self.start_pfn + buddy_rel as u32;
+            // del_page_from_free_list(): the buddy stops being a block head
+            frames.list_del(&mut self.free_area[order], buddy);
+            let b = frames.get_mut(buddy);
+            b.flags &= !pg::BUDDY;
+            b.order = 0;
+            rel &= buddy_rel;
+            order += 1;
+        }
+        let head = self.start_pfn + rel as u32;
+        {
+            let p = frames.get_mut(head);
+            p.flags = (p.flags & !pg::PCP) | pg::BUDDY;
+            p.order = order as u8;
+        }
+        if to_tail || self.buddy_merge_likely(frames, rel, order) {
+            frames.list_add_tail(&mut self.free_area[order], head);
+        } else {
+            frames.list_add(&mut self.free_area[order], head);
+        }
+        self.nr_free += 1u64 << orig_order;
+    }
+
+    /// __rmqueue_smallest() + expand(): take the first block of the smallest order ≥ `order`
+    /// and return the unused upper halves to the heads of the lower free lists.
+    fn rmqueue_smallest(&mut self, frames: &mut FrameTable, order: usize) -> Option<u32> {
+        for cur in order..NR_PAGE_ORDERS {
+            let Some(pfn) = frames.list_pop_head(&mut self.free_area[cur]) else {
+                continue;
+            };
+            {
+                let p = frames.get_mut(pfn);
+                p.flags &= !pg::BUDDY;
+                p.order = 0;
+            }
+            // expand()
+            let mut high = cur;
+            let mut size = 1u32 << cur;
+            while high > order {
+                high -= 1;
+                size >>= 1;
+                let half = pfn + size;
+                let p = frames.get_mut(half);
+                p.flags |= pg::BUDDY;
+                p.order = high as u8;
+                frames.list_add(&mut self.free_area[high], half);
+            }
+            self.nr_free -= 1u64 << order;
+            return Some(pfn);
+        }
+        None
+    }
+
+    /// Hold time of one zone->lock section that moves `pages` pages (or blocks).
+    #[inline]
+    fn lock_hold(cost: &CostTable, pages: u64) -> u64 {
+        cost.zone_lock_base_cycles as u64 + cost.zone_lock_per_page_cycles as u64 * pages
+    }
+
+    /// rmqueue_bulk(): move up to `count` order-0 pages from buddy to the tail of `cpu`'s
+    /// pageset list. Returns the number moved (the caller times the lock).
+    fn rmqueue_bulk(&mut self, frames: &mut FrameTable, cpu: usize, count: u32) -> u32 {
+        let mut list = self.pcp[cpu].list;
+        let mut alloced = 0;
+        while alloced < count {
+            let Some(pfn) = self.rmqueue_smallest(frames, 0) else {
+                break;
+            };
+            frames.get_mut(pfn).flags |= pg::PCP;
+            frames.list_add_tail(&mut list, pfn);
+            alloced += 1;
+        }
+        self.pcp[cpu].list = list;
+        alloced
+    }
+
+    /// free_pcppages_bulk(): under zone->lock, return up to `count` pages from the tail of
+    /// `cpu`'s pageset to buddy. Returns the cycles to charge (wait + hold).
+    fn free_pcppages_bulk(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        count: u32,
+        now: u64,
+        cost: &CostTable,
+    ) -> u64 {
+        let count = count.min(self.pcp[cpu].count);
+        if count == 0 {
+            return 0;
+        }
+        let hold = Self::lock_hold(cost, count as u64);
+        let wait = self.lock.acquire(now, hold);
+        let mut list = self.pcp[cpu].list;
+        for _ in 0..count {
+            let pfn = frames
+                .list_pop_tail(&mut list)
+                .expect("pcp count and list length disagree");
+            frames.get_mut(pfn).flags &= !pg::PCP;
+            self.free_one_page(frames, pfn, 0, false);
+        }
+        let pcp = &mut self.pcp[cpu];
+        pcp.list = list;
+        pcp.count -= count;
+        wait + hold
+    }
+
+    /// rmqueue() → rmqueue_pcplist() / __rmqueue_pcplist(), behind get_page_from_freelist()'s
+    /// watermark checks. Order-0 allocation for `cpu` at time `now`; `mark` is the watermark
+    /// the caller checks against. Returns the pfn (BUDDY/PCP cleared, lru links NIL) and the
+    /// cycles to charge (pcp_alloc_cycles, plus lock wait + hold when the pageset was refilled).
+    /// A refusal costs 0 cycles.
+    pub fn alloc_page(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        now: u64,
+        cost: &CostTable,
+        mark: u64,
+    ) -> (Option<u32>, u64) {
+        // get_page_from_freelist(): the first check against the high mark sets ZONE_BELOW_HIGH
+        if !self.below_high && !self.watermark_ok(self.wmark.high) {
+            self.below_high = true;
+        }
+        if !self.watermark_ok(mark) {
+            return (None, 0);
+        }
+        let mut cycles = cost.pcp_alloc_cycles as u64;
+        self.pcp[cpu].free_count >>= 1;
+        if self.pcp[cpu].list.is_empty() {
+            let below_high = self.below_high;
+            let batch = self.pcp[cpu].nr_pcp_alloc(below_high);
+            let alloced = self.rmqueue_bulk(frames, cpu, batch);
+            let hold = Self::lock_hold(cost, alloced as u64);
+            let wait = self.lock.acquire(now, hold);
+            cycles += wait + hold;
+            self.pcp[cpu].count += alloced;
+        }
+        let pcp = &mut self.pcp[cpu];
+        let Some(pfn) = frames.list_pop_head(&mut pcp.list) else {
+            return (None, cycles);
+        };
+        pcp.count -= 1;
+        let p = frames.get_mut(pfn);
+        p.flags &= !(pg::PCP | pg::BUDDY);
+        p.order = 0;
+        self.pgalloc += 1;
+        (Some(pfn), cycles)
+    }
+
+    /// free_unref_page() → free_unref_page_commit(): free an order-0 page to `cpu`'s pageset,
+    /// spilling nr_pcp_free() pages to buddy (free_pcppages_bulk under the lock) when the
+    /// pageset reaches nr_pcp_high(). Returns cycles to charge.
+    pub fn free_page(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        pfn: u32,
+        now: u64,
+        cost: &CostTable,
+    ) -> u64 {
+        debug_assert!(self.contains(pfn), "pfn {pfn} outside zone {}", self.nid);
+        debug_assert!(
+            !frames.get(pfn).has(pg::BUDDY | pg::PCP),
+            "double free of pfn {pfn}"
+        );
+        self.pgfree += 1;
+        let (reclaim_active, below_high) = (self.reclaim_active, self.below_high);
+        let pcp = &mut self.pcp[cpu];
+        pcp.alloc_factor >>= 1;
+        frames.list_add(&mut pcp.list, pfn);
+        {
+            let p = frames.get_mut(pfn);
+            p.flags |= pg::PCP;
+            p.order = 0;
+        }
+        pcp.count += 1;
+        if pcp.free_count < pcp.batch << PCP_BATCH_SCALE_MAX {
+            pcp.free_count += 1;
+        }
+        let high = pcp.nr_pcp_high(reclaim_active, below_high);
+        let mut cycles = cost.pcp_free_cycles as u64;
+        if pcp.count >= high {
+            let to_free = pcp.nr_pcp_free(high);
+            cycles += self.free_pcppages_bulk(frames, cpu, to_free, now, cost);
+            if self.below_high && self.watermark_ok(self.wmark.high) {
+                self.below_high = false;
+            }
+        }
+        cycles
+    }
+
+    /// rmqueue_buddy() without the watermark check: __rmqueue_smallest + expand under the
+    /// lock for a 2^order block. The head keeps `order` in `Page::order` (folio order); BUDDY
+    /// is cleared. The lock hold counts one block moved. Does not count pgalloc (the caller
+    /// accounts huge-page allocations).
+    pub fn alloc_pages_buddy(
+        &mut self,
+        frames: &mut FrameTable,
+        order: usize,
+        now: u64,
+        cost: &CostTable,
+    ) -> (Option<u32>, u64) {
+        if order > MAX_PAGE_ORDER {
+            return (None, 0);
+        }
+        let hold = Self::lock_hold(cost, 1);
+        let wait = self.lock.acquire(now, hold);
+        let pfn = self.rmqueue_smallest(frames, order);
+        if let Some(pfn) = pfn {
+            frames.get_mut(pfn).order = order as u8;
+        }
+        (pfn, wait + hold)
+    }
+
+    /// __free_one_page(): free a 2^order block straight to buddy, merging with free buddies
+    /// (buddy = rel ^ (1 << order) with rel = pfn - start_pfn; never across the zone end).
+    /// Untimed and uncounted: the caller holds the lock conceptually and accounts pgfree.
+    pub fn free_pages_buddy(&mut self, frames: &mut FrameTable, pfn: u32, order: usize) {
+        debug_assert!(
+            !frames.get(pfn).has(pg::BUDDY | pg::PCP),
+            "double free of pfn {pfn}"
+        );
+        self.free_one_page(frames, pfn, order, false);
+    }
+
+    /// drain_pages_zone(): return every pcp page of `cpu` to buddy, in chunks of
+    /// batch << PCP_BATCH_SCALE_MAX, each chunk one zone->lock section. Returns cycles.
+    pub fn drain_pages(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        now: u64,
+        cost: &CostTable,
+    ) -> u64 {
+        let mut cycles = 0;
+        loop {
+            let pcp = &self.pcp[cpu];
+            if pcp.count == 0 {
+                break;
+            }
+            let chunk = pcp.batch.max(1) << PCP_BATCH_SCALE_MAX;
+            let to_drain = pcp.count.min(chunk);
+            cycles += self.free_pcppages_bulk(frames, cpu, to_drain, now + cycles, cost);
+        }
+        cycles
+    }
+
+    /// Sum of the pageset counts of all CPUs.
+    pub fn pcp_pages(&self) -> u64 {
+        self.pcp.iter().map(|p| p.count as u64).sum()
+    }
+
+    /// zone_watermark_ok() for order 0 with no lowmem reserve (one zone per node).
+    pub fn watermark_ok(&self, mark: u64) -> bool {
+        self.nr_free > mark
+    }
+}
+
+/// __setup_per_zone_wmarks(): over all zones (one zone per node; all ZONE_NORMAL-like).
+pub fn setup_per_zone_wmarks(
+    zones: &mut [Zone],
+    min_free_kbytes: u64,
+    watermark_scale_factor: u32,
+) {
+    // pages_min = min_free_kbytes >> (PAGE_SHIFT - 10)
+    let pages_min = min_free_kbytes >> 2;
+    let lowmem_pages: u64 = zones.iter().map(|z| z.managed_pages).sum();
+    if lowmem_pages == 0 {
+        return;
+    }
+    for z in zones.iter_mut() {
+        let managed = z.managed_pages;
+        let tmp = (pages_min as u128 * managed as u128 / lowmem_pages as u128) as u64;
+        let min = tmp;
+        // mult_frac(managed, watermark_scale_factor, 10000)
+        let scaled = (managed as u128 * watermark_scale_factor as u128 / 10_000) as u64;
+        let gap = (tmp >> 2).max(scaled);
+        z.wmark = Watermarks {
+            min,
+            low: min + gap,
+            high: min + 2 * gap,
+            promo: min + 3 * gap,
+        };
+    }
+}
+
+/// zone_set_pageset_high_and_batch() for every zone (pageset_update on every CPU's pageset).
+/// cpus_on_node[i] = number of CPUs on zone i's node (0 for a CPU-less node). The first call
+/// sets pcp.high = high_min; later calls keep pcp.high, clamped to the new bounds.
+pub fn setup_zone_pagesets(
+    zones: &mut [Zone],
+    cpus_on_node: &[u32],
+    online_cpus: u32,
+    high_fraction: u32,
+) {
+    assert_eq!(zones.len(), cpus_on_node.len(), "one CPU count per zone");
+    for (z, &cpus) in zones.iter_mut().zip(cpus_on_node) {
+        let batch = zone_batchsize(z.managed_pages).max(1);
+        let hs = |fraction| {
+            zone_highsize(
+                z.managed_pages,
+                z.wmark.low,
+                batch,
+                cpus,
+                online_cpus,
+                fraction,
+            )
+        };
+        let (high_min, high_max) = if high_fraction != 0 {
+            let h = hs(high_fraction);
+            (h, h)
+        } else {
+            (hs(0), hs(MIN_PERCPU_PAGELIST_HIGH_FRACTION))
+        };
+        for pcp in z.pcp.iter_mut() {
+            let first = pcp.high_max == BOOT_PAGESET_HIGH && pcp.batch == BOOT_PAGESET_BATCH;
+            pcp.batch = batch;
+            pcp.high_min = high_min;
+            pcp.high_max = high_max;
+            pcp.high = if first {
+                high_min
+            } else {
+                kclamp(pcp.high as i64, high_min as i64, high_max as i64) as u32
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB_PAGES: u64 = 262_144; // 1 GiB / 4 KiB
+
+    fn cost() -> CostTable {
+        CostTable::default()
+    }
+
+    /// Full structural check of one zone: free lists, flags, counts.
+    fn check(z: &Zone, frames: &FrameTable) {
+        let mut buddy_pages = 0u64;
+        let mut heads = 0u64;
+        for (o, l) in z.free_area.iter().enumerate() {
+            let v: Vec<u32> = frames.list_iter(l).collect();
+            assert_eq!(v.len() as u32, l.len, "free_area[{o}] length");
+            for &pfn in &v {
+                let p = frames.get(pfn);
+                assert!(p.has(pg::BUDDY) && !p.has(pg::PCP), "pfn {pfn} flags");
+                assert_eq!(p.order as usize, o, "pfn {pfn} order");
+                let rel = (pfn - z.start_pfn) as u64;
+                assert_eq!(rel % (1 << o), 0, "pfn {pfn} misaligned");
+                assert!(rel + (1 << o) <= z.managed_pages);
+                buddy_pages += 1 << o;
+                heads += 1;
+            }
+        }
+        assert_eq!(buddy_pages, z.nr_free, "nr_free == pages on free lists");
+        let flagged = (z.start_pfn..z.end_pfn())
+            .filter(|&p| frames.get(p).has(pg::BUDDY))
+            .count() as u64;
+        assert_eq!(flagged, heads, "only block heads carry PG_buddy");
+        let mut pcp_total = 0u64;
+        for pcp in &z.pcp {
+            let v: Vec<u32> = frames.list_iter(&pcp.list).collect();
+            assert_eq!(v.len() as u32, pcp.count);
+            assert_eq!(pcp.list.len, pcp.count);
+            for &pfn in &v {
+                let p = frames.get(pfn);
+                assert!(p.has(pg::PCP) && !p.has(pg::BUDDY));
+            }
+            pcp_total += pcp.count as u64;
+        }
+        let pcp_flagged = (z.start_pfn..z.end_pfn())
+            .filter(|&p| frames.get(p).has(pg::PCP))
+            .count() as u64;
+        assert_eq!(pcp_flagged, pcp_total);
+        assert_eq!(z.pcp_pages(), pcp_total);
+    }
+
+    fn counts(z: &Zone) -> [u32; NR_PAGE_ORDERS] {
+        let mut c = [0; NR_PAGE_ORDERS];
+        for (o, l) in z.free_area.iter().enumerate() {
+            c[o] = l.len;
+        }
+        c
+    }
+
+    /// A 1 GiB zone on node 0 with `ncpus` CPUs (all on node 0), watermarks from the defaults
+    /// (min_free_kbytes 4096, wsf 10 → min 1024 low 1286 high 1548) and the given fraction.
+    fn gib_zone(ncpus: usize, fraction: u32) -> (FrameTable, Vec<Zone>) {
+        let mut frames = FrameTable::new(&[GIB_PAGES]);
+        let z = Zone::new(0, 0, GIB_PAGES, ncpus, &mut frames);
+        let mut zones = vec![z];
+        setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(GIB_PAGES), 10);
+        setup_zone_pagesets(&mut zones, &[ncpus as u32], ncpus as u32, fraction);
+        (frames, zones)
+    }
+
+    #[test]
+    fn batchsize_matches_kernel_formula() {
+        // ≥ 1 GiB: min(262144>>10 = 256, 256) / 4 = 64; rounddown_pow2(64+32=96) - 1 = 63
+        assert_eq!(zone_batchsize(GIB_PAGES), 63);
+        assert_eq!(zone_batchsize(64 * GIB_PAGES), 63);
+        // 512 MiB = 131072 pages: 128/4 = 32; rounddown_pow2(48) - 1 = 31
+        assert_eq!(zone_batchsize(131_072), 31);
+        // 64 MiB = 16384 pages: 16/4 = 4; rounddown_pow2(6) - 1 = 3
+        assert_eq!(zone_batchsize(16_384), 3);
+        // 16 MiB = 4096 pages: 4/4 = 1; rounddown_pow2(1 + 0) - 1 = 0 (kernel value; the
+        // pageset setup uses max(1, ·))
+        assert_eq!(zone_batchsize(4_096), 0);
+        // 1000 pages: 0/4 = 0 → 1; rounddown_pow2(1) - 1 = 0
+        assert_eq!(zone_batchsize(1_000), 0);
+    }
+
+    #[test]
+    fn min_free_kbytes_formula_and_clamps() {
+        // 1 GiB: lowmem_kbytes 1048576; *16 = 16777216; sqrt = 4096
+        assert_eq!(calculate_min_free_kbytes(GIB_PAGES), 4096);
+        // 16 GiB: 16777216 kB; *16 = 268435456; sqrt = 16384
+        assert_eq!(calculate_min_free_kbytes(16 * GIB_PAGES), 16384);
+        // 4 GiB: 4194304 kB * 16 = 67108864; sqrt = 8192
+        assert_eq!(calculate_min_free_kbytes(4 * GIB_PAGES), 8192);
+        // 2 GiB: 2097152*16 = 33554432; sqrt = 5792.6 → 5792 (floor)
+        assert_eq!(calculate_min_free_kbytes(2 * GIB_PAGES), 5792);
+        // lower clamp: 100 pages = 400 kB; *16 = 6400; sqrt 80 → 128
+        assert_eq!(calculate_min_free_kbytes(100), 128);
+        assert_eq!(calculate_min_free_kbytes(0), 128);
+        // 256 pages = 1024 kB; *16 = 16384; sqrt = 128 exactly
+        assert_eq!(calculate_min_free_kbytes(256), 128);
+        // upper clamp: 4 TiB = 2^30 pages = 2^32 kB; *16 = 2^36; sqrt 2^18 = 262144 exactly
+        assert_eq!(calculate_min_free_kbytes(1 << 30), 262_144);
+        // 8 TiB: sqrt(2^37) = 370727 → 262144
+        assert_eq!(calculate_min_free_kbytes(1 << 31), 262_144);
+    }
+
+    #[test]
+    fn watermarks_single_4gib_zone() {
+        let pages = 4 * GIB_PAGES; // 1048576
+        let mut frames = FrameTable::new(&[pages]);
+        let mut zones = vec![Zone::new(0, 0, pages, 1, &mut frames)];
+        setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(pages), 10);
+        // min_free_kbytes 8192 → pages_min 2048; tmp = 2048*1048576/1048576 = 2048
+        // gap = max(2048>>2 = 512, 1048576*10/10000 = 1048) = 1048
+        assert_eq!(
+            zones[0].wmark,
+            Watermarks {
+                min: 2048,
+                low: 3096,
+                high: 4144,
+                promo: 5192
+            }
+        );
+    }
+
+    #[test]
+    fn watermarks_split_proportionally_over_two_zones() {
+        // 1 GiB + 3 GiB: sum 1048576 → min_free_kbytes 8192 → pages_min 2048
+        let (a, b) = (GIB_PAGES, 3 * GIB_PAGES);
+        let mut frames = FrameTable::new(&[a, b]);
+        let za = Zone::new(0, 0, a, 2, &mut frames);
+        let zb = Zone::new(1, a as u32, b, 2, &mut frames);
+        let mut zones = vec![za, zb];
+        setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(a + b), 10);
+        // zone 0: tmp = 2048*262144/1048576 = 512; gap = max(128, 262.144→262) = 262
+        assert_eq!(
+            zones[0].wmark,
+            Watermarks {
+                min: 512,
+                low: 774,
+                high: 1036,
+                promo: 1298
+            }
+        );
+        // zone 1: tmp = 2048*786432/1048576 = 1536; gap = max(384, 786.432→786) = 786
+        assert_eq!(
+            zones[1].wmark,
+            Watermarks {
+                min: 1536,
+                low: 2322,
+                high: 3108,
+                promo: 3894
+            }
+        );
+        // wsf 1: zone 0 gap = max(128, 26) = 128 (the tmp>>2 term wins)
+        setup_per_zone_wmarks(&mut zones, 8192, 1);
+        assert_eq!(zones[0].wmark.low, 512 + 128);
+        assert_eq!(zones[1].wmark.promo, 1536 + 3 * 384);
+    }
+
+    #[test]
+    fn watermarks_truncate_like_integer_division() {
+        let mut frames = FrameTable::new(&[1000, 2000]);
+        let za = Zone::new(0, 0, 1000, 1, &mut frames);
+        let zb = Zone::new(1, 1000, 2000, 1, &mut frames);
+        let mut zones = vec![za, zb];
+        // pages_min = 1000 >> 2 = 250; sum managed 3000
+        setup_per_zone_wmarks(&mut zones, 1000, 10);
+        // zone 0: tmp = 250*1000/3000 = 83 (83.3); gap = max(83>>2 = 20, 1000*10/10000 = 1) = 20
+        assert_eq!(
+            zones[0].wmark,
+            Watermarks {
+                min: 83,
+                low: 103,
+                high: 123,
+                promo: 143
+            }
+        );
+        // zone 1: tmp = 250*2000/3000 = 166 (166.7); gap = max(41, 2) = 41
+        assert_eq!(
+            zones[1].wmark,
+            Watermarks {
+                min: 166,
+                low: 207,
+                high: 248,
+                promo: 289
+            }
+        );
+    }
+
+    #[test]
+    fn highsize_with_and_without_fraction() {
+        let managed = 4 * GIB_PAGES; // 1048576, low wmark 3096 (see the 4 GiB test)
+                                     // fraction 0: total = low = 3096; 4 CPUs on the node → 774; max(774, 63*4 = 252)
+        assert_eq!(zone_highsize(managed, 3096, 63, 4, 8, 0), 774);
+        // fraction 8: total = 1048576/8 = 131072; /4 = 32768
+        assert_eq!(zone_highsize(managed, 3096, 63, 4, 8, 8), 32768);
+        // CPU-less node: split over all 8 online CPUs: 3096/8 = 387; 131072/8 = 16384
+        assert_eq!(zone_highsize(managed, 3096, 63, 0, 8, 0), 387);
+        assert_eq!(zone_highsize(managed, 3096, 63, 0, 8, 8), 16384);
+        // batch*4 floor: low 100 / 4 CPUs = 25 < 252
+        assert_eq!(zone_highsize(managed, 100, 63, 4, 8, 0), 252);
+        // fraction 1024: 1048576/1024 = 1024; /4 = 256 > 252
+        assert_eq!(zone_highsize(managed, 3096, 63, 4, 8, 1024), 256);
+    }
+
+    #[test]
+    fn pageset_setup_uses_batchsize_and_highsize() {
+        // Node 0: 1 GiB, 2 CPUs; node 1: 16 MiB, no CPUs; 2 CPUs online.
+        let mut frames = FrameTable::new(&[GIB_PAGES, 4096]);
+        let za = Zone::new(0, 0, GIB_PAGES, 2, &mut frames);
+        let zb = Zone::new(1, GIB_PAGES as u32, 4096, 2, &mut frames);
+        let mut zones = vec![za, zb];
+        setup_per_zone_wmarks(&mut zones, 4096, 10);
+        // pages_min 1024; sum 266240
+        // zone 0: tmp = 1024*262144/266240 = 1008 (1008.2); gap = max(252, 262) = 262 → low 1270
+        // zone 1: tmp = 1024*4096/266240 = 15 (15.75); gap = max(3, 4) = 4 → low 19
+        assert_eq!(zones[0].wmark.low, 1270);
+        assert_eq!(zones[1].wmark.low, 19);
+        setup_zone_pagesets(&mut zones, &[2, 0], 2, 0);
+        let p0 = &zones[0].pcp[1];
+        // batch 63; high_min = max(1270/2 = 635, 252) = 635; high_max = max(262144/8/2, 252) = 16384
+        assert_eq!(
+            (p0.batch, p0.high_min, p0.high_max, p0.high),
+            (63, 635, 16384, 635)
+        );
+        let p1 = &zones[1].pcp[0];
+        // batch = max(1, 0) = 1; CPU-less: split over 2 online CPUs
+        // high_min = max(19/2 = 9, 4) = 9; high_max = max(4096/8/2 = 256, 4) = 256
+        assert_eq!(
+            (p1.batch, p1.high_min, p1.high_max, p1.high),
+            (1, 9, 256, 9)
+        );
+        // manual fraction: high_min == high_max
+        setup_zone_pagesets(&mut zones, &[2, 0], 2, 1024);
+        let p0 = &zones[0].pcp[0];
+        // 262144/1024 = 256; /2 = 128 < 252 → 252; old high 635 clamps to 252
+        assert_eq!((p0.high_min, p0.high_max, p0.high), (252, 252, 252));
+    }
+
+    #[test]
+    fn zone_new_frees_largest_aligned_blocks_relative_to_zone_start() {
+        // zone of 1029 (odd) pages starting at global pfn 3 (not aligned)
+        let mut frames = FrameTable::new(&[3, 1029]);
+        let z = Zone::new(1, 3, 1029, 1, &mut frames);
+        // 1029 = 1024 + 4 + 1 → rel 0 order 10, rel 1024 order 2, rel 1028 order 0
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 1;
+        want[2] = 1;
+        want[0] = 1;
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.nr_free, 1029);
+        assert_eq!(z.free_area[10].head, 3);
+        assert_eq!(z.free_area[2].head, 3 + 1024);
+        assert_eq!(z.free_area[0].head, 3 + 1028);
+        assert_eq!(frames.get(3).order, 10);
+        assert!(!frames.get(4).has(pg::BUDDY), "tail page of a free block");
+        check(&z, &frames);
+    }
+
+    #[test]
+    fn order0_alloc_splits_a_max_order_block_and_free_merges_back() {
+        let mut frames = FrameTable::new(&[1024]);
+        let mut z = Zone::new(0, 0, 1024, 1, &mut frames);
+        let c = cost();
+        let (pfn, cyc) = z.alloc_pages_buddy(&mut frames, 0, 0, &c);
+        assert_eq!(pfn, Some(0));
+        // one block moved: 200 + 40
+        assert_eq!(cyc, 240);
+        // expand(0, 10) leaves the upper halves 512, 256, ..., 1 on orders 9..0
+        let mut want = [1; NR_PAGE_ORDERS];
+        want[10] = 0;
+        assert_eq!(counts(&z), want);
+        for o in 0..MAX_PAGE_ORDER {
+            assert_eq!(z.free_area[o].head, 1 << o);
+        }
+        assert_eq!(z.nr_free, 1023);
+        assert!(!frames.get(0).has(pg::BUDDY));
+        check(&z, &frames);
+        z.free_pages_buddy(&mut frames, 0, 0);
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 1;
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.nr_free, 1024);
+        check(&z, &frames);
+    }
+
+    #[test]
+    fn odd_zone_allocs_split_smallest_block_and_frees_restore_blocks() {
+        let mut frames = FrameTable::new(&[3, 1029]);
+        let mut z = Zone::new(1, 3, 1029, 1, &mut frames);
+        let c = cost();
+        let mut got = vec![];
+        // 1st: the order-0 block at rel 1028
+        got.push(z.alloc_pages_buddy(&mut frames, 0, 0, &c).0.unwrap());
+        assert_eq!(got[0], 3 + 1028);
+        // 2nd: splits order 2 at rel 1024 → keeps 1024, frees 1026 (order 1), 1025 (order 0)
+        got.push(z.alloc_pages_buddy(&mut frames, 0, 1000, &c).0.unwrap());
+        assert_eq!(got[1], 3 + 1024);
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 1;
+        want[1] = 1;
+        want[0] = 1;
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.free_area[1].head, 3 + 1026);
+        assert_eq!(z.free_area[0].head, 3 + 1025);
+        // 3rd: rel 1025; 4th: splits order 1 at 1026 → keeps 1026, frees 1027
+        got.push(z.alloc_pages_buddy(&mut frames, 0, 2000, &c).0.unwrap());
+        got.push(z.alloc_pages_buddy(&mut frames, 0, 3000, &c).0.unwrap());
+        assert_eq!(got[2..], [3 + 1025, 3 + 1026]);
+        assert_eq!(z.free_area[0].head, 3 + 1027);
+        assert_eq!(z.nr_free, 1025);
+        check(&z, &frames);
+        for pfn in got {
+            z.free_pages_buddy(&mut frames, pfn, 0);
+            check(&z, &frames);
+        }
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 1;
+        want[2] = 1;
+        want[0] = 1;
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.nr_free, 1029);
+    }
+
+    #[test]
+    fn buddy_never_merges_across_the_zone_end() {
+        // zone A: pfn 0..3 (order-1 block at 0, order-0 at 2); zone B: pfn 3 (order 0).
+        // pfn 2's order-0 buddy is pfn 3, free with order 0 — but in zone B.
+        let mut frames = FrameTable::new(&[3, 1]);
+        let mut a = Zone::new(0, 0, 3, 1, &mut frames);
+        let b = Zone::new(1, 3, 1, 1, &mut frames);
+        assert!(frames.get(3).has(pg::BUDDY) && frames.get(3).order == 0);
+        let c = cost();
+        assert_eq!(a.alloc_pages_buddy(&mut frames, 0, 0, &c).0, Some(2));
+        a.free_pages_buddy(&mut frames, 2, 0);
+        assert_eq!(
+            frames.list_iter(&a.free_area[0]).collect::<Vec<_>>(),
+            vec![2]
+        );
+        assert_eq!(
+            frames.list_iter(&a.free_area[1]).collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert_eq!(
+            frames.list_iter(&b.free_area[0]).collect::<Vec<_>>(),
+            vec![3]
+        );
+        assert_eq!((a.nr_free, b.nr_free), (3, 1));
+        check(&a, &frames);
+        check(&b, &frames);
+        // and B's page does not merge downwards into A (its buddy pfn 2 is below B's start:
+        // rel 0 ^ 1 = rel 1, outside B's single page)
+        let mut b = b;
+        assert_eq!(b.alloc_pages_buddy(&mut frames, 0, 0, &c).0, Some(3));
+        b.free_pages_buddy(&mut frames, 3, 0);
+        assert_eq!(counts(&b)[0], 1);
+        assert_eq!(counts(&a)[0], 1);
+        check(&a, &frames);
+        check(&b, &frames);
+    }
+
+    #[test]
+    fn pcp_refill_takes_one_lock_for_a_batch_then_hits_without_lock() {
+        // fraction 1024: high_min = high_max = max(262144/1024/2 = 128, 252) = 252; batch 63
+        let (mut frames, mut zones) = gib_zone(2, 1024);
+        let z = &mut zones[0];
+        assert_eq!((z.pcp[0].batch, z.pcp[0].high), (63, 252));
+        let c = cost();
+        let (p, cyc) = z.alloc_page(&mut frames, 0, 1_000, &c, z.wmark.low);
+        let p = p.unwrap();
+        // nr_pcp_alloc: batch = 63 << 0; max_nr = max(252 - 0 - 63, 63) = 189 → 63
+        // cost = pcp 60 + hold (200 + 40*63 = 2720), no wait
+        assert_eq!(cyc, 60 + 2720);
+        assert_eq!(z.lock.acquisitions, 1);
+        assert_eq!(z.lock.hold_cycles, 2720);
+        assert_eq!(z.pcp[0].count, 62);
+        assert_eq!(z.pcp[0].alloc_factor, 1);
+        assert_eq!(z.nr_free, GIB_PAGES - 63);
+        assert_eq!(z.pcp_pages(), 62);
+        let pg0 = frames.get(p);
+        assert!(!pg0.has(pg::PCP) && !pg0.has(pg::BUDDY));
+        assert_eq!((pg0.lru_next, pg0.lru_prev), (NIL, NIL));
+        check(z, &frames);
+        // 62 more come from the pageset: 60 cycles each, no lock
+        for i in 0..62 {
+            let (q, cyc) = z.alloc_page(&mut frames, 0, 10_000 + i, &c, z.wmark.low);
+            assert!(q.is_some());
+            assert_eq!(cyc, 60);
+        }
+        assert_eq!(z.lock.acquisitions, 1);
+        assert_eq!(z.pcp[0].count, 0);
+        assert_eq!(z.pgalloc, 63);
+        // next refill is doubled: batch = 63 << 1 = 126 ≤ max_nr 189 → 126 pages, factor 2
+        let (_, cyc) = z.alloc_page(&mut frames, 0, 100_000, &c, z.wmark.low);
+        assert_eq!(cyc, 60 + 200 + 40 * 126);
+        assert_eq!(z.lock.acquisitions, 2);
+        assert_eq!(z.pcp[0].count, 125);
+        assert_eq!(z.pcp[0].alloc_factor, 2);
+        assert_eq!(z.nr_free, GIB_PAGES - 63 - 126);
+        // the other CPU's pageset is untouched
+        assert_eq!(z.pcp[1].count, 0);
+        check(z, &frames);
+    }
+
+    #[test]
+    fn auto_tuned_high_grows_on_refill_above_high_wmark() {
+        // fraction 0: high_min = max(1286/2 = 643, 252) = 643; high_max = 262144/8/2 = 16384
+        let (mut frames, mut zones) = gib_zone(2, 0);
+        let z = &mut zones[0];
+        assert_eq!((z.pcp[0].high_min, z.pcp[0].high_max), (643, 16384));
+        let c = cost();
+        z.alloc_page(&mut frames, 0, 0, &c, 0);
+        // not below high: high = min(643 + 63, 16384) = 706
+        assert_eq!(z.pcp[0].high, 706);
+        assert!(!z.below_high);
+    }
+
+    /// Allocate `n` pages straight from buddy (no pageset involvement), spaced in time.
+    fn take(z: &mut Zone, frames: &mut FrameTable, n: usize) -> Vec<u32> {
+        let c = cost();
+        (0..n)
+            .map(|i| {
+                z.alloc_pages_buddy(frames, 0, i as u64 * 1_000, &c)
+                    .0
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frees_beyond_high_spill_a_batch_to_buddy() {
+        let (mut frames, mut zones) = gib_zone(2, 1024); // high 252, batch 63
+        let z = &mut zones[0];
+        let pages = take(z, &mut frames, 300);
+        let acq = z.lock.acquisitions;
+        let c = cost();
+        let t0 = 10_000_000;
+        for (i, &pfn) in pages.iter().enumerate() {
+            let cyc = z.free_page(&mut frames, 0, pfn, t0 + i as u64 * 100_000, &c);
+            if i + 1 == 252 {
+                // count reaches 252 ≥ high → nr_pcp_free = clamp(free_count 252, 63, 252-63)
+                // = 189 pages; cost 60 + (200 + 40*189 = 7760)
+                assert_eq!(cyc, 60 + 7760);
+                assert_eq!(z.pcp[0].count, 63);
+            } else {
+                assert_eq!(cyc, 60, "free #{} should not take the lock", i + 1);
+            }
+        }
+        assert_eq!(z.lock.acquisitions, acq + 1);
+        // 300 frees: 189 spilled, 63 + 48 = 111 left on the pageset
+        assert_eq!(z.pcp[0].count, 111);
+        // nr_free excludes pcp pages
+        assert_eq!(z.nr_free, GIB_PAGES - 300 + 189);
+        assert_eq!(z.pgfree, 300);
+        // the oldest frees (list tail) went back first: pages[0..189] spilled
+        assert!(pages[..189].iter().all(|&p| !frames.get(p).has(pg::PCP)));
+        assert!(pages[189..].iter().all(|&p| frames.get(p).has(pg::PCP)));
+        check(z, &frames);
+    }
+
+    #[test]
+    fn reclaim_active_caps_the_pageset_at_four_batches() {
+        // auto-tuned zone: high 643 > 4*batch = 252
+        let (mut frames, mut zones) = gib_zone(2, 0);
+        let c = cost();
+        for reclaim in [false, true] {
+            let z = &mut zones[0];
+            z.reclaim_active = reclaim;
+            let pages = take(z, &mut frames, 252);
+            for (i, &pfn) in pages.iter().enumerate() {
+                z.free_page(&mut frames, 1, pfn, 1_000_000 + i as u64, &c);
+            }
+            if reclaim {
+                // nr_pcp_high returns min(63 << 2, high) = 252 → spill clamp(252, 63, 189) = 189
+                assert_eq!(z.pcp[1].count, 63);
+            } else {
+                // high 643: nothing spills
+                assert_eq!(z.pcp[1].count, 252);
+            }
+            check(z, &frames);
+            z.drain_pages(&mut frames, 1, 5_000_000, &c);
+            assert_eq!(z.nr_free, GIB_PAGES);
+        }
+    }
+
+    #[test]
+    fn drain_returns_everything_in_scaled_batches() {
+        let (mut frames, mut zones) = gib_zone(1, 0);
+        let z = &mut zones[0];
+        let c = cost();
+        // batch 63: drain chunk = 63 << 5 = 2016. Free 3000 pages without spilling:
+        // raise high so nothing spills.
+        z.pcp[0].high_min = 10_000;
+        z.pcp[0].high_max = 10_000;
+        let pages = take(z, &mut frames, 3000);
+        for &pfn in &pages {
+            z.free_page(&mut frames, 0, pfn, 0, &c);
+        }
+        assert_eq!(z.pcp[0].count, 3000);
+        let acq = z.lock.acquisitions;
+        let free_at = z.lock.free_at();
+        let now = free_at + 1;
+        let cyc = z.drain_pages(&mut frames, 0, now, &c);
+        // two sections: 2016 then 984 pages; the second starts when the first ends (no wait)
+        assert_eq!(z.lock.acquisitions, acq + 2);
+        assert_eq!(cyc, (200 + 40 * 2016) + (200 + 40 * 984));
+        assert_eq!(z.pcp_pages(), 0);
+        assert_eq!(z.nr_free, GIB_PAGES);
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 256;
+        assert_eq!(counts(z), want);
+        check(z, &frames);
+    }
+
+    #[test]
+    fn lock_contention_waits_exactly_the_remaining_hold() {
+        let mut l = ZoneLock::default();
+        assert_eq!(l.acquire(100, 50), 0); // held 100..150
+        assert_eq!(l.acquire(120, 30), 30); // waits 120→150, held 150..180
+        assert_eq!(l.acquire(200, 10), 0);
+        assert_eq!(
+            (l.acquisitions, l.contended, l.wait_cycles, l.hold_cycles),
+            (3, 1, 30, 90)
+        );
+        assert_eq!(l.free_at(), 210);
+
+        // through the allocator: two CPUs refill at the same instant
+        let (mut frames, mut zones) = gib_zone(2, 1024);
+        let z = &mut zones[0];
+        let c = cost();
+        let (_, a) = z.alloc_page(&mut frames, 0, 5_000, &c, 0);
+        let (_, b) = z.alloc_page(&mut frames, 1, 5_000, &c, 0);
+        let hold = 200 + 40 * 63; // 2720
+        assert_eq!(a, 60 + hold);
+        assert_eq!(b, 60 + hold + hold); // waits the whole first hold
+        assert_eq!(z.lock.contended, 1);
+        assert_eq!(z.lock.wait_cycles, hold);
+        // CPU 1 a bit later: waits only the remainder
+        let (mut frames, mut zones) = gib_zone(2, 1024);
+        let z = &mut zones[0];
+        z.alloc_page(&mut frames, 0, 5_000, &c, 0);
+        let (_, b) = z.alloc_page(&mut frames, 1, 5_000 + 1_000, &c, 0);
+        assert_eq!(b, 60 + (hold - 1_000) + hold);
+    }
+
+    #[test]
+    fn watermark_refusal_and_below_high_flag() {
+        let mut frames = FrameTable::new(&[64]);
+        let mut zones = vec![Zone::new(0, 0, 64, 1, &mut frames)];
+        zones[0].wmark = Watermarks {
+            min: 10,
+            low: 20,
+            high: 30,
+            promo: 40,
+        };
+        setup_zone_pagesets(&mut zones, &[1], 1, 0);
+        let z = &mut zones[0];
+        let c = cost();
+        assert!(z.watermark_ok(63) && !z.watermark_ok(64));
+        // nr_free 64 ≤ mark 64 → refused, nothing moves, no cost
+        assert_eq!(z.alloc_page(&mut frames, 0, 0, &c, 64), (None, 0));
+        assert_eq!(z.nr_free, 64);
+        assert_eq!(z.lock.acquisitions, 0);
+        assert!(!z.below_high);
+        // mark 63: allowed
+        assert!(z.alloc_page(&mut frames, 0, 0, &c, 63).0.is_some());
+        // drain nr_free down to exactly the high mark via buddy allocations
+        let _ = z.drain_pages(&mut frames, 0, 0, &c);
+        let mut held = vec![];
+        while z.nr_free > 30 {
+            held.push(z.alloc_pages_buddy(&mut frames, 0, 0, &c).0.unwrap());
+        }
+        assert!(!z.below_high);
+        // nr_free 30 ≤ high 30 → ZONE_BELOW_HIGH, but 30 > min 10 → page granted
+        assert!(z.alloc_page(&mut frames, 0, 0, &c, z.wmark.min).0.is_some());
+        assert!(z.below_high);
+        let _ = z.drain_pages(&mut frames, 0, 0, &c);
+        // at exactly nr_free == min the allocation is refused
+        while z.nr_free > 10 {
+            held.push(z.alloc_pages_buddy(&mut frames, 0, 0, &c).0.unwrap());
+        }
+        assert_eq!(z.alloc_page(&mut frames, 0, 0, &c, z.wmark.min).0, None);
+        check(z, &frames);
+    }
+
+    #[test]
+    fn below_high_is_cleared_by_a_spill_that_restores_the_high_mark() {
+        // 1 CPU, fraction 1024: high = max(262144/1024/1 = 256, 252) = 256, fixed
+        let (mut frames, mut zones) = gib_zone(1, 1024);
+        let z = &mut zones[0];
+        assert_eq!(z.pcp[0].high, 256);
+        let c = cost();
+        let pages = take(z, &mut frames, 300);
+        z.below_high = true;
+        // nr_free 261844 > high 1548, so the first spill (the 256th free) clears the flag
+        for (i, &pfn) in pages.iter().enumerate().take(255) {
+            z.free_page(&mut frames, 0, pfn, i as u64, &c);
+        }
+        assert!(z.below_high);
+        assert_eq!(z.pcp[0].count, 255);
+        z.free_page(&mut frames, 0, pages[255], 1_000, &c);
+        // spilled nr_pcp_free = clamp(free_count 256, batch 63, 256 - 63 = 193) = 193
+        assert_eq!(z.pcp[0].count, 256 - 193);
+        assert!(!z.below_high);
+    }
+
+    #[test]
+    fn frames_are_conserved_under_a_random_mixed_sequence() {
+        // 128 MiB zone on node 1 starting at the odd global pfn 7; 4 CPUs on the node.
+        // batch: (32768 >> 10) / 4 = 8 → rounddown_pow2(12) - 1 = 7
+        let pages = 32_768u64;
+        let mut frames = FrameTable::new(&[7, pages]);
+        let z0 = Zone::new(0, 0, 7, 4, &mut frames);
+        let z1 = Zone::new(1, 7, pages, 4, &mut frames);
+        let mut zones = vec![z0, z1];
+        setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(pages + 7), 10);
+        setup_zone_pagesets(&mut zones, &[0, 4], 4, 0);
+        let mut z = zones.pop().unwrap();
+        assert_eq!(z.pcp[0].batch, 7);
+        let c = cost();
+        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u32
+        };
+        let mut allocated: Vec<u32> = vec![];
+        let mut now = 0u64;
+        let mut refused = 0;
+        for step in 0..100_000u32 {
+            now += 100;
+            let cpu = (rnd() % 4) as usize;
+            let r = rnd() % 100;
+            // bias towards allocation in the first half, towards freeing in the second
+            let alloc_pct = if step < 50_000 { 90 } else { 40 };
+            if r < alloc_pct || allocated.is_empty() {
+                match z.alloc_page(&mut frames, cpu, now, &c, z.wmark.min) {
+                    (Some(pfn), _) => {
+                        assert!(z.contains(pfn));
+                        frames.get_mut(pfn).flags |= pg::USED;
+                        allocated.push(pfn);
+                    }
+                    (None, _) => refused += 1,
+                }
+            } else if r < 99 {
+                let i = rnd() as usize % allocated.len();
+                let pfn = allocated.swap_remove(i);
+                frames.get_mut(pfn).flags &= !pg::USED;
+                z.free_page(&mut frames, cpu, pfn, now, &c);
+            } else {
+                z.drain_pages(&mut frames, cpu, now, &c);
+                z.reclaim_active = !z.reclaim_active;
+            }
+            assert_eq!(
+                z.nr_free + z.pcp_pages() + allocated.len() as u64,
+                pages,
+                "step {step}"
+            );
+            if step % 5_000 == 0 {
+                check(&z, &frames);
+            }
+        }
+        assert!(refused > 0, "the sequence should reach the min watermark");
+        check(&z, &frames);
+        let used = (7..7 + pages as u32)
+            .filter(|&p| frames.get(p).has(pg::USED))
+            .count();
+        assert_eq!(used, allocated.len());
+        assert_eq!(z.pgalloc - z.pgfree, allocated.len() as u64);
+        // give everything back: the zone must re-form its 32 max-order blocks
+        for pfn in allocated.drain(..) {
+            frames.get_mut(pfn).flags &= !pg::USED;
+            z.free_page(&mut frames, 0, pfn, now, &c);
+        }
+        for cpu in 0..4 {
+            z.drain_pages(&mut frames, cpu, now, &c);
+        }
+        let mut want = [0; NR_PAGE_ORDERS];
+        want[10] = 32;
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.nr_free, pages);
+        check(&z, &frames);
+    }
+
+    #[test]
+    #[should_panic(expected = "double free")]
+    fn double_free_is_caught_in_debug_builds() {
+        let (mut frames, mut zones) = gib_zone(1, 0);
+        let z = &mut zones[0];
+        let c = cost();
+        let pfn = z.alloc_page(&mut frames, 0, 0, &c, 0).0.unwrap();
+        z.free_page(&mut frames, 0, pfn, 0, &c);
+        z.free_page(&mut frames, 0, pfn, 0, &c);
+    }
+}

@@ -1,0 +1,118 @@
+//! Reverse mapping (mm/rmap.c): find the PTEs that map a frame, test-and-clear their young
+//! bits (`folio_referenced`), unmap them (`try_to_unmap`) and batch the TLB flush
+//! (`tlbflush_unmap_batch`, `set_tlb_ubc_flush_pending`).
+
+use crate::mm::mm_types::CpuMask;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::sim::Sim;
+use crate::workload::Backing;
+
+/// current->tlb_ubc: CPUs that must flush before the unmapped frames may be freed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlbUbc {
+    pub cpumask: CpuMask,
+    pub flush_required: bool,
+    /// A dirty PTE was unmapped (try_to_unmap_flush_dirty must flush before I/O).
+    pub writable: bool,
+}
+
+impl Sim {
+    /// rmap_walk_anon / rmap_walk_file: the (mm, vpn) pairs whose PTE maps `pfn`.
+    pub fn rmap_mappings(&self, pfn: u32) -> Vec<(u32, u32)> {
+        let page = self.frames.get(pfn);
+        let mut out = Vec::new();
+        if page.has(pg::ANON) {
+            let (mm, vpn) = (page.owner, page.index);
+            let p = self.mms[mm as usize].pgtable.get(vpn);
+            if pte::maps_frame(p) && pte::pfn(p) == pfn {
+                out.push((mm, vpn));
+            }
+            return out;
+        }
+        let file = page.owner;
+        let index = page.index as u64;
+        for &mm in &self.files[file as usize].mappers {
+            for vma in &self.mms[mm as usize].vmas {
+                if let Backing::File { file: f, pgoff } = vma.backing {
+                    let pages = (vma.end - vma.start) >> PAGE_SHIFT;
+                    if f == file && index >= pgoff && index < pgoff + pages {
+                        let vpn = ((vma.start >> PAGE_SHIFT) + index - pgoff) as u32;
+                        let p = self.mms[mm as usize].pgtable.get(vpn);
+                        if pte::maps_frame(p) && pte::pfn(p) == pfn {
+                            out.push((mm, vpn));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// folio_referenced: how many mapping PTEs were young (clearing them), and whether a
+    /// mapping is VM_EXEC. x86's ptep_clear_flush_young does not flush the TLB, so a CPU that
+    /// still caches the translation keeps using it without setting the bit again.
+    pub fn folio_referenced(&mut self, pfn: u32) -> (u32, bool) {
+        let mut referenced = 0;
+        let mut exec = false;
+        for (mm, vpn) in self.rmap_mappings(pfn) {
+            let m = &mut self.mms[mm as usize];
+            if let Some(vma) = m.find_vma((vpn as u64) << PAGE_SHIFT) {
+                exec |= vma.exec();
+            }
+            if let Some(slot) = m.pgtable.get_mut(vpn) {
+                if *slot & pte::YOUNG != 0 {
+                    *slot &= !pte::YOUNG;
+                    referenced += 1;
+                }
+            }
+        }
+        (referenced, exec)
+    }
+
+    /// try_to_unmap(folio, TTU_BATCH_FLUSH) run by CPU `c`: clear every mapping PTE, move
+    /// dirty bits to the folio and queue (or do) the TLB flush. Returns true when unmapped.
+    pub fn try_to_unmap(&mut self, c: usize, pfn: u32) -> bool {
+        for (mm, vpn) in self.rmap_mappings(pfn) {
+            let old = {
+                let slot = self.mms[mm as usize].pgtable.entry(vpn);
+                let old = *slot;
+                *slot = 0;
+                old
+            };
+            let page = self.frames.get_mut(pfn);
+            page.mapcount -= 1;
+            if old & pte::DIRTY != 0 {
+                page.flags |= pg::DIRTY;
+            }
+            let m = &mut self.mms[mm as usize];
+            if page.has(pg::ANON) {
+                m.rss_anon -= 1;
+            } else {
+                m.rss_file -= 1;
+            }
+            // should_defer_flush: batch only when another CPU may cache the translation.
+            if self.mms[mm as usize].cpumask.any_but(c) {
+                self.set_tlb_ubc_flush_pending(mm as usize, old);
+            } else {
+                self.flush_tlb_mm_range(c, mm as usize, vpn, vpn + 1);
+            }
+        }
+        self.frames.get(pfn).mapcount == 0
+    }
+
+    /// set_tlb_ubc_flush_pending: nothing to flush for an inaccessible (PROT_NONE) PTE.
+    pub fn set_tlb_ubc_flush_pending(&mut self, mm: usize, old_pte: u64) {
+        if !pte::present(old_pte) {
+            return;
+        }
+        // arch_tlbbatch_add_pending: inc_mm_tlb_gen and collect mm_cpumask.
+        let m = &mut self.mms[mm];
+        m.tlb_gen += 1;
+        self.tlb_ubc.cpumask.union(&m.cpumask);
+        self.tlb_ubc.flush_required = true;
+        if old_pte & pte::DIRTY != 0 {
+            self.tlb_ubc.writable = true;
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! Page reclaim (mm/vmscan.c): kswapd and `balance_pgdat`, `shrink_node` →
+//! `shrink_lruvec` → `shrink_active_list` / `shrink_inactive_list` → `shrink_folio_list`,
+//! the two-list LRU aging of linux-spec.md §2.5, and direct reclaim.
+//!
+//! There is no swap device yet and demotion comes with the tiering work, so
+//! `get_scan_count` picks SCAN_FILE: only page-cache pages are reclaimed, clean ones dropped.
+
+use crate::mm::mmzone::{lru_index, LRU_ACTIVE_FILE, LRU_INACTIVE_FILE};
+use crate::mm::page::pg;
+use crate::sim::{Event, Sim};
+use crate::stats::Vm;
+
+pub const SWAP_CLUSTER_MAX: u64 = 32;
+pub const DEF_PRIORITY: u32 = 12;
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaimer {
+    Kswapd,
+    Direct,
+}
+
+/// folio_check_references outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FolioRef {
+    Activate,
+    Keep,
+    Reclaim,
+    ReclaimClean,
+}
+
+fn int_sqrt(x: u64) -> u64 {
+    (x as f64).sqrt() as u64
+}
+
+impl Sim {
+    /// pgdat_balanced: the zone has free pages above the high watermark.
+    pub fn pgdat_balanced(&self, n: usize) -> bool {
+        let z = &self.nodes[n].zone;
+        z.watermark_ok(z.wmark.high)
+    }
+
+    /// wakeup_kswapd: start the node's kswapd unless it is running, failing or not needed.
+    pub fn wakeup_kswapd(&mut self, n: usize) {
+        let node = &self.nodes[n];
+        if node.kswapd_awake
+            || node.kswapd_failures >= MAX_RECLAIM_RETRIES
+            || self.pgdat_balanced(n)
+        {
+            return;
+        }
+        // Woken within HZ/10 of going to sleep.
+        if node.kswapd_slept_at > 0 && self.now < node.kswapd_slept_at + self.ns_to_cycles(1e8) {
+            self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
+        }
+        self.nodes[n].kswapd_awake = true;
+        self.schedule(self.now, Event::KswapdRun(n as u8));
+    }
+
+    /// The CPU kswapd of node `n` runs on: an idle CPU of the node if any, else the node CPU
+    /// furthest behind; a memory-only node's kswapd may run on any CPU.
+    fn kswapd_cpu(&self, n: usize) -> usize {
+        let all: Vec<u32>;
+        let cands: &[u32] = if self.nodes[n].cpus.is_empty() {
+            all = (0..self.cpus.len() as u32).collect();
+            &all
+        } else {
+            &self.nodes[n].cpus
+        };
+        let key = |c: &&u32| {
+            let c = **c;
+            let cpu = &self.cpus[c as usize];
+            (cpu.busy(), cpu.clock, c)
+        };
+        *cands.iter().min_by_key(key).expect("a CPU") as usize
+    }
+
+    /// One kswapd pass (balance_pgdat at one priority); reschedules itself until balanced.
+    pub(crate) fn kswapd_run(&mut self, n: usize, t: u64) {
+        let c = self.kswapd_cpu(n);
+        if !self.cpus[c].busy() {
+            self.cpus[c].clock = self.cpus[c].clock.max(t);
+        }
+        if self.pgdat_balanced(n) {
+            self.kswapd_sleep(n, c);
+            return;
+        }
+        self.vm.inc(Vm::PageOutRun);
+        self.nodes[n].zone.reclaim_active = true;
+        let nr_to_reclaim = self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX);
+        let mut reclaimed = 0;
+        for priority in (1..=DEF_PRIORITY).rev() {
+            reclaimed += self.shrink_node(
+                n,
+                c,
+                priority,
+                Reclaimer::Kswapd,
+                nr_to_reclaim - reclaimed.min(nr_to_reclaim),
+            );
+            if self.pgdat_balanced(n) || reclaimed >= nr_to_reclaim {
+                break;
+            }
+        }
+        self.nodes[n].zone.reclaim_active = false;
+        if reclaimed == 0 {
+            self.nodes[n].kswapd_failures += 1;
+        } else {
+            self.nodes[n].kswapd_failures = 0;
+        }
+        if self.pgdat_balanced(n) || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
+            self.kswapd_sleep(n, c);
+        } else {
+            let at = self.cpus[c].clock;
+            self.schedule(at, Event::KswapdRun(n as u8));
+        }
+    }
+
+    fn kswapd_sleep(&mut self, n: usize, c: usize) {
+        self.nodes[n].kswapd_awake = false;
+        self.nodes[n].kswapd_slept_at = self.cpus[c].clock.max(1);
+    }
+
+    /// try_to_free_pages → do_try_to_free_pages: direct reclaim by the allocating CPU.
+    pub fn try_to_free_pages(&mut self, c: usize, preferred: usize) -> u64 {
+        let zonelist = self.nodes[preferred].zonelist.clone();
+        let mut reclaimed = 0;
+        for priority in (0..=DEF_PRIORITY).rev() {
+            for &n in &zonelist {
+                reclaimed +=
+                    self.shrink_node(n as usize, c, priority, Reclaimer::Direct, SWAP_CLUSTER_MAX);
+                if reclaimed >= SWAP_CLUSTER_MAX {
+                    return reclaimed;
+                }
+            }
+        }
+        reclaimed
+    }
+
+    /// inactive_is_low: inactive * int_sqrt(10 * size_in_GB) < active.
+    pub fn inactive_is_low(&self, n: usize, inactive_lru: usize) -> bool {
+        let inactive = self.nodes[n].lru_size(inactive_lru);
+        let active = self.nodes[n].lru_size(inactive_lru + 1);
+        let gb = (inactive + active) >> (30 - 12);
+        let ratio = if gb > 0 { int_sqrt(10 * gb) } else { 1 };
+        inactive * ratio < active
+    }
+
+    /// shrink_node → shrink_lruvec with get_scan_count's SCAN_FILE targets.
+    pub fn shrink_node(
+        &mut self,
+        n: usize,
+        c: usize,
+        priority: u32,
+        who: Reclaimer,
+        nr_to_reclaim: u64,
+    ) -> u64 {
+        let mut nr_inactive = self.nodes[n].lru_size(LRU_INACTIVE_FILE) >> priority;
+        let mut nr_active = self.nodes[n].lru_size(LRU_ACTIVE_FILE) >> priority;
+        let mut reclaimed = 0;
+        while nr_inactive > 0 || nr_active > 0 {
+            if nr_active > 0 {
+                let scan = nr_active.min(SWAP_CLUSTER_MAX);
+                nr_active -= scan;
+                if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
+                    self.shrink_active_list(n, c, scan, LRU_ACTIVE_FILE);
+                }
+            }
+            if nr_inactive > 0 {
+                let scan = nr_inactive.min(SWAP_CLUSTER_MAX);
+                nr_inactive -= scan;
+                reclaimed += self.shrink_inactive_list(n, c, scan, LRU_INACTIVE_FILE, who);
+            }
+            if reclaimed >= nr_to_reclaim {
+                break;
+            }
+        }
+        // Keep the inactive list from running dry (shrink_lruvec's final aging step).
+        if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
+            self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
+        }
+        reclaimed
+    }
+
+    /// isolate_lru_folios from the tail of `lru`.
+    fn isolate_lru_folios(&mut self, n: usize, nr: u64, lru: usize) -> Vec<u32> {
+        let mut out = Vec::with_capacity(nr as usize);
+        for _ in 0..nr {
+            let node = &mut self.nodes[n];
+            let Some(pfn) = self.frames.list_pop_tail(&mut node.lru[lru]) else {
+                break;
+            };
+            let p = self.frames.get_mut(pfn);
+            p.flags = (p.flags & !pg::LRU) | pg::ISOLATED;
+            node.nr_isolated += 1;
+            out.push(pfn);
+        }
+        out
+    }
+
+    /// putback: an isolated folio returns to the head of the list its flags name.
+    fn putback_folio(&mut self, pfn: u32) {
+        let p = self.frames.get_mut(pfn);
+        p.flags = (p.flags & !pg::ISOLATED) | pg::LRU;
+        let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
+        let node = &mut self.nodes[p.node as usize];
+        node.nr_isolated -= 1;
+        self.frames.list_add(&mut node.lru[lru], pfn);
+    }
+
+    /// shrink_active_list: deactivate, except referenced executable file folios.
+    pub fn shrink_active_list(&mut self, n: usize, c: usize, nr: u64, lru: usize) {
+        let list = self.isolate_lru_folios(n, nr, lru);
+        self.vm.add(Vm::PgRefill, list.len() as u64);
+        self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * list.len() as u64);
+        for pfn in list {
+            let (referenced, exec) = self.folio_referenced(pfn);
+            let file = !self.frames.get(pfn).has(pg::ANON);
+            if referenced > 0 && exec && file {
+                self.putback_folio(pfn);
+                continue;
+            }
+            let p = self.frames.get_mut(pfn);
+            p.flags = (p.flags & !pg::ACTIVE) | pg::WORKINGSET;
+            self.vm.inc(Vm::PgDeactivate);
+            self.putback_folio(pfn);
+        }
+    }
+
+    /// shrink_inactive_list: isolate, count the scan, shrink_folio_list.
+    pub fn shrink_inactive_list(
+        &mut self,
+        n: usize,
+        c: usize,
+        nr: u64,
+        lru: usize,
+        who: Reclaimer,
+    ) -> u64 {
+        let list = self.isolate_lru_folios(n, nr, lru);
+        let scanned = list.len() as u64;
+        self.vm.add(
+            if who == Reclaimer::Kswapd {
+                Vm::PgScanKswapd
+            } else {
+                Vm::PgScanDirect
+            },
+            scanned,
+        );
+        self.vm.add(
+            if lru == LRU_INACTIVE_FILE {
+                Vm::PgScanFile
+            } else {
+                Vm::PgScanAnon
+            },
+            scanned,
+        );
+        self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * scanned);
+        self.shrink_folio_list(c, list, who)
+    }
+
+    /// folio_check_references (linux-spec.md §2.5).
+    pub fn folio_check_references(&mut self, pfn: u32) -> FolioRef {
+        let (referenced_ptes, exec) = self.folio_referenced(pfn);
+        let p = self.frames.get_mut(pfn);
+        let referenced_folio = p.has(pg::REFERENCED);
+        p.flags &= !pg::REFERENCED;
+        let file = !p.has(pg::ANON);
+        if referenced_ptes > 0 {
+            p.flags |= pg::REFERENCED;
+            if referenced_folio || referenced_ptes > 1 || (exec && file) {
+                return FolioRef::Activate;
+            }
+            return FolioRef::Keep;
+        }
+        if referenced_folio && file {
+            return FolioRef::ReclaimClean;
+        }
+        FolioRef::Reclaim
+    }
+
+    /// shrink_folio_list: decide each folio's fate; unmap with a batched flush; flush before
+    /// freeing; put back what stays.
+    pub fn shrink_folio_list(&mut self, c: usize, list: Vec<u32>, who: Reclaimer) -> u64 {
+        let mut to_free = Vec::new();
+        let mut keep = Vec::new();
+        for pfn in list {
+            let verdict = self.folio_check_references(pfn);
+            let anon = self.frames.get(pfn).has(pg::ANON);
+            match verdict {
+                FolioRef::Activate => {
+                    self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+                    self.vm.inc(Vm::PgActivate);
+                    keep.push(pfn);
+                }
+                FolioRef::Keep => keep.push(pfn),
+                FolioRef::Reclaim | FolioRef::ReclaimClean => {
+                    if anon {
+                        // No swap and no demotion: anon folios cannot be reclaimed.
+                        self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+                        self.vm.inc(Vm::PgActivate);
+                        keep.push(pfn);
+                        continue;
+                    }
+                    if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(c, pfn) {
+                        keep.push(pfn);
+                        continue;
+                    }
+                    if self.frames.get(pfn).has(pg::DIRTY) {
+                        // Dirty page cache goes to the flusher threads; it is reclaimable once
+                        // clean (the write-back I/O is not modelled).
+                        self.frames.get_mut(pfn).flags &= !pg::DIRTY;
+                        keep.push(pfn);
+                        continue;
+                    }
+                    to_free.push(pfn);
+                }
+            }
+        }
+        // try_to_unmap_flush before any unmapped frame goes back to the allocator.
+        self.try_to_unmap_flush(c);
+        let freed = to_free.len() as u64;
+        for pfn in to_free {
+            self.remove_mapping(pfn);
+            self.lru_del_and_uncharge(pfn);
+            self.charge_sys(c, self.cost.reclaim_free_cycles as u64);
+            self.free_frame(c, pfn);
+        }
+        for pfn in keep {
+            self.putback_folio(pfn);
+        }
+        self.vm.add(
+            if who == Reclaimer::Kswapd {
+                Vm::PgStealKswapd
+            } else {
+                Vm::PgStealDirect
+            },
+            freed,
+        );
+        self.vm.add(Vm::PgStealFile, freed);
+        freed
+    }
+
+    /// __remove_mapping: drop a clean, unmapped folio from the page cache.
+    fn remove_mapping(&mut self, pfn: u32) {
+        let p = *self.frames.get(pfn);
+        let f = &mut self.files[p.owner as usize];
+        f.pages[p.index as usize] = crate::mm::page::NIL;
+        f.nr_cached -= 1;
+    }
+}

@@ -1,0 +1,123 @@
+//! The stream-of-operations interface shared by workload generators and trace readers.
+//!
+//! A workload is a set of processes (address spaces) and threads; each thread is a stream of
+//! `Op`s. The simulator pulls ops in chunks (`ThreadStream::refill`), so the per-access path
+//! reads a plain array and dispatches dynamically once per chunk, not once per access.
+
+/// Protection bits of a mapping (PROT_READ / PROT_WRITE / PROT_EXEC).
+pub mod prot {
+    pub const READ: u8 = 1;
+    pub const WRITE: u8 = 2;
+    pub const EXEC: u8 = 4;
+}
+
+/// What backs a mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// MAP_PRIVATE | MAP_ANONYMOUS.
+    Anon,
+    /// A file (by workload-local id) starting at page offset `pgoff`.
+    File { file: u32, pgoff: u64 },
+}
+
+/// Markers a workload uses to report its own metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// Start of the timed region (XSBench: omp_get_wtime before the simulation loop).
+    RoiBegin,
+    /// End of the timed region for this thread.
+    RoiEnd,
+    /// `n` units of work completed (XSBench: lookups).
+    Work(u32),
+}
+
+/// One operation of a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Load(u64),
+    Store(u64),
+    /// Instruction fetch: goes through the iTLB.
+    IFetch(u64),
+    /// Cycles of computation between accesses.
+    Compute(u32),
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u8,
+        backing: Backing,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: u8,
+    },
+    /// Wait until every live thread of the process has reached a barrier (an OpenMP barrier).
+    Barrier,
+    Mark(Mark),
+    /// The thread ends (also implied when the stream runs dry).
+    Exit,
+}
+
+/// A thread's operation source. `refill` appends at least one op unless the stream has ended;
+/// an empty append means the thread exits.
+pub trait ThreadStream: Send {
+    fn refill(&mut self, out: &mut Vec<Op>);
+}
+
+/// Where a thread runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Pinned to one CPU (sched_setaffinity to a single CPU).
+    Pinned(u32),
+    /// Placed by the scheduler: the least loaded CPU at start.
+    Spread,
+}
+
+pub struct ThreadSpec {
+    /// Index of the process (address space) this thread belongs to.
+    pub process: u32,
+    pub placement: Placement,
+    pub stream: Box<dyn ThreadStream>,
+}
+
+/// A file the workload's mappings may refer to.
+#[derive(Clone, Debug)]
+pub struct FileSpec {
+    pub name: String,
+    pub pages: u64,
+}
+
+pub struct Workload {
+    pub name: String,
+    /// Name of the unit counted by `Mark::Work` (e.g. "lookups").
+    pub work_unit: String,
+    pub processes: u32,
+    pub files: Vec<FileSpec>,
+    pub threads: Vec<ThreadSpec>,
+    /// Workload-specific facts for the report (e.g. XSBench's input summary).
+    pub info: Vec<(String, String)>,
+}
+
+/// A thread whose operations are given up front (tests, small hand-written workloads).
+pub struct OpList {
+    ops: Vec<Op>,
+    next: usize,
+}
+
+impl OpList {
+    pub fn new(ops: Vec<Op>) -> Self {
+        OpList { ops, next: 0 }
+    }
+}
+
+impl ThreadStream for OpList {
+    fn refill(&mut self, out: &mut Vec<Op>) {
+        let end = (self.next + 1024).min(self.ops.len());
+        out.extend_from_slice(&self.ops[self.next..end]);
+        self.next = end;
+    }
+}

@@ -1,0 +1,590 @@
+//! End-to-end tests of the simulated machine and memory manager on small hand-written
+//! workloads. Every test runs with the strict invariant checker.
+
+use tierlab::check::ViolationKind;
+use tierlab::mm::mmzone::{LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE};
+use tierlab::mm::page::pg;
+use tierlab::mm::pgtable::pte;
+use tierlab::stats::{Perf, Vm};
+use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
+use tierlab::{Config, Sim};
+
+const PAGE: u64 = 4096;
+const BASE: u64 = 0x1000_0000;
+
+fn machine(cpus: u32, mib: u64) -> String {
+    format!(
+        r#"
+[scenario]
+name = "test"
+[machine]
+cpus = {cpus}
+[[machine.nodes]]
+capacity_mib = {mib}
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-{last}"
+[workload]
+type = "test"
+[sim]
+check = "strict"
+timeline_interval_ms = 1
+"#,
+        last = cpus - 1
+    )
+}
+
+fn config(text: &str, sets: &[&str]) -> Config {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Config::from_str_with(text, "test.toml", None, &sets).expect("config")
+}
+
+fn workload(threads: Vec<(u32, Placement, Vec<Op>)>, files: Vec<FileSpec>) -> Workload {
+    let processes = threads.iter().map(|t| t.0).max().unwrap_or(0) + 1;
+    Workload {
+        name: "test".into(),
+        work_unit: "ops".into(),
+        processes,
+        files,
+        threads: threads
+            .into_iter()
+            .map(|(p, placement, ops)| ThreadSpec {
+                process: p,
+                placement,
+                stream: Box::new(OpList::new(ops)),
+            })
+            .collect(),
+        info: vec![],
+    }
+}
+
+fn anon_rw(addr: u64, pages: u64) -> Op {
+    Op::Mmap {
+        addr,
+        len: pages * PAGE,
+        prot: prot::READ | prot::WRITE,
+        backing: Backing::Anon,
+    }
+}
+
+fn run(cfg: Config, w: Workload) -> Sim {
+    let mut sim = Sim::new(cfg, w).expect("sim");
+    sim.run(&mut |_| {}).expect("run");
+    assert_eq!(
+        sim.checker.count, 0,
+        "invariant violations: {:?}",
+        sim.checker.violations
+    );
+    assert!(sim.checker.checks_run > 0);
+    sim
+}
+
+#[test]
+fn first_touch_faults_once_per_page_and_tlb_hits_after() {
+    let mut ops = vec![anon_rw(BASE, 100)];
+    for i in 0..100 {
+        ops.push(Op::Store(BASE + i * PAGE));
+    }
+    for i in 0..100 {
+        ops.push(Op::Load(BASE + i * PAGE + 8));
+    }
+    let sim = run(
+        config(&machine(1, 64), &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    );
+    assert_eq!(sim.vm.get(Vm::PgFault), 100);
+    assert_eq!(sim.vm.get(Vm::PgAllocNormal), 100);
+    assert_eq!(sim.nodes[0].nr_anon, 100);
+    assert_eq!(
+        sim.nodes[0].lru_size(LRU_INACTIVE_ANON),
+        100,
+        "new anon starts inactive"
+    );
+    let perf = sim.perf_total();
+    // 100 store walks (each faulting first); the 100 loads hit the STLB (1536 entries) or dTLB.
+    assert_eq!(perf.get(Perf::DtlbStoreMisses), 100);
+    assert_eq!(perf.get(Perf::DtlbLoadMisses), 0);
+    // New PTEs are young and dirty: no A/D assists on the fault path.
+    assert_eq!(perf.get(Perf::AbitAssists), 0);
+}
+
+#[test]
+fn reads_of_untouched_anon_map_the_zero_page_then_a_write_copies() {
+    let ops = vec![
+        anon_rw(BASE, 4),
+        Op::Load(BASE),
+        Op::Load(BASE + PAGE),
+        Op::Store(BASE),
+    ];
+    let sim = run(
+        config(&machine(1, 64), &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    );
+    // Two read faults map the zero page, the write faults again and allocates.
+    assert_eq!(sim.vm.get(Vm::PgFault), 3);
+    assert_eq!(sim.vm.get(Vm::PgAllocNormal), 1);
+    let p0 = sim.mms[0].pgtable.get((BASE / PAGE) as u32);
+    let p1 = sim.mms[0].pgtable.get((BASE / PAGE + 1) as u32);
+    assert_eq!(pte::pfn(p1), sim.zero_pfn);
+    assert_ne!(pte::pfn(p0), sim.zero_pfn);
+    assert!(p0 & pte::WRITE != 0 && p0 & pte::DIRTY != 0);
+}
+
+#[test]
+fn segfaults_and_bad_syscalls_stop_the_run_with_a_clear_error() {
+    let ops = vec![anon_rw(BASE, 1), Op::Load(BASE + 10 * PAGE)];
+    let mut sim = Sim::new(
+        config(&machine(1, 64), &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    )
+    .unwrap();
+    let e = sim.run(&mut |_| {}).unwrap_err();
+    assert!(e.0.contains("SIGSEGV") && e.0.contains("0x1000a000"), "{e}");
+
+    let ops = vec![
+        Op::Mmap {
+            addr: BASE,
+            len: PAGE,
+            prot: prot::READ,
+            backing: Backing::Anon,
+        },
+        Op::Store(BASE),
+    ];
+    let mut sim = Sim::new(
+        config(&machine(1, 64), &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    )
+    .unwrap();
+    assert!(sim
+        .run(&mut |_| {})
+        .unwrap_err()
+        .0
+        .contains("not permitted"));
+
+    let ops = vec![anon_rw(BASE, 2), anon_rw(BASE + PAGE, 2)];
+    let mut sim = Sim::new(
+        config(&machine(1, 64), &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    )
+    .unwrap();
+    assert!(sim.run(&mut |_| {}).unwrap_err().0.contains("overlaps"));
+}
+
+#[test]
+fn pcid_keeps_translations_across_context_switches() {
+    // Two processes share CPU 0 with a short slice; each re-reads its own 8 pages.
+    let mk = |base: u64| {
+        let mut ops = vec![anon_rw(base, 8)];
+        for _ in 0..2000 {
+            for i in 0..8 {
+                ops.push(Op::Store(base + i * PAGE));
+                ops.push(Op::Compute(200));
+            }
+        }
+        ops
+    };
+    let cfg = config(&machine(1, 64), &["kernel.sched_base_slice_ns=100000"]);
+    let sim = run(
+        cfg,
+        workload(
+            vec![
+                (0, Placement::Pinned(0), mk(BASE)),
+                (1, Placement::Pinned(0), mk(BASE)),
+            ],
+            vec![],
+        ),
+    );
+    let perf = sim.perf_total();
+    // Same virtual addresses in two address spaces: with PCID tagging each page misses once.
+    assert_eq!(perf.get(Perf::DtlbStoreMisses), 16);
+    // choose_new_asid flushes a PCID once when an mm first gets it; switching between
+    // resident PCIDs afterwards flushes nothing.
+    assert_eq!(perf.get(Perf::ItlbFlush), 2);
+    let with_one_asid = run(
+        config(
+            &machine(1, 64),
+            &[
+                "kernel.sched_base_slice_ns=100000",
+                "machine.tlb.nr_dyn_asids=1",
+            ],
+        ),
+        workload(
+            vec![
+                (0, Placement::Pinned(0), mk(BASE)),
+                (1, Placement::Pinned(0), mk(BASE)),
+            ],
+            vec![],
+        ),
+    );
+    // One PCID: every switch evicts the other address space's translations.
+    assert!(with_one_asid.perf_total().get(Perf::DtlbStoreMisses) > 100);
+}
+
+#[test]
+fn munmap_shoots_down_remote_cpus_once_and_frees_the_frames() {
+    // Thread 0 maps and touches 16 pages; thread 1 (same process, CPU 1) reads them; both meet
+    // at a barrier; thread 0 unmaps 4 pages (below the 33-page ceiling: INVLPG per page).
+    let mut t0 = vec![anon_rw(BASE, 16)];
+    t0.extend((0..16).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    t0.push(Op::Barrier);
+    t0.push(Op::Munmap {
+        addr: BASE,
+        len: 4 * PAGE,
+    });
+    t0.push(Op::Barrier);
+    let mut t1 = vec![Op::Barrier];
+    t1.extend((0..16).map(|i| Op::Load(BASE + i * PAGE)));
+    t1.push(Op::Barrier);
+    t1.push(Op::Barrier);
+    for _ in 0..100 {
+        t1.push(Op::Load(BASE + 8 * PAGE));
+        t1.push(Op::Compute(1000));
+    }
+    let sim = run(
+        config(&machine(2, 64), &[]),
+        workload(
+            vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)],
+            vec![],
+        ),
+    );
+    assert_eq!(sim.cpus[1].irq.tlb, 1, "one shootdown IPI for one munmap");
+    assert_eq!(
+        sim.cpus[0].irq.tlb, 0,
+        "the initiator's own flush is not an interrupt"
+    );
+    assert_eq!(sim.cpus[1].irq.cal, 1);
+    assert_eq!(sim.vm.get(Vm::PgFree), 4);
+    assert_eq!(sim.nodes[0].nr_anon, 12);
+    assert_eq!(sim.vm.get(Vm::NrTlbLocalFlushOne), 4);
+}
+
+#[test]
+fn large_ranges_flush_fully_above_the_ceiling() {
+    let mut t0 = vec![anon_rw(BASE, 64)];
+    t0.extend((0..64).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    t0.push(Op::Mprotect {
+        addr: BASE,
+        len: 34 * PAGE,
+        prot: prot::READ,
+    });
+    t0.push(Op::Barrier);
+    let t1 = vec![Op::Load(BASE), Op::Barrier, Op::Barrier];
+    let sim = run(
+        config(&machine(2, 64), &[]),
+        workload(
+            vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)],
+            vec![],
+        ),
+    );
+    assert_eq!(
+        sim.vm.get(Vm::NrTlbLocalFlushAll),
+        1,
+        "34 pages > ceiling 33: full flush"
+    );
+    assert_eq!(sim.vm.get(Vm::NrTlbLocalFlushOne), 0);
+    // CPU 1: one flush when its PCID was first assigned, one from the shootdown.
+    assert_eq!(sim.cpus[1].perf.get(Perf::ItlbFlush), 2);
+    assert_eq!(sim.cpus[1].irq.tlb, 1);
+    let p = sim.mms[0].pgtable.get((BASE / PAGE) as u32);
+    assert_eq!(
+        p & pte::WRITE,
+        0,
+        "mprotect(PROT_READ) write-protects the PTEs"
+    );
+}
+
+#[test]
+fn idle_lazy_cpus_get_no_shootdown() {
+    // Thread 1 touches the region and exits; its CPU goes idle in lazy TLB mode.
+    let mut t0 = vec![anon_rw(BASE, 8), Op::Store(BASE), Op::Barrier];
+    for _ in 0..20 {
+        t0.push(Op::Compute(100_000));
+    }
+    t0.push(Op::Munmap {
+        addr: BASE,
+        len: 8 * PAGE,
+    });
+    let t1 = vec![Op::Barrier, Op::Load(BASE)];
+    let sim = run(
+        config(&machine(2, 64), &[]),
+        workload(
+            vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)],
+            vec![],
+        ),
+    );
+    assert!(sim.cpus[1].is_lazy);
+    assert_eq!(
+        sim.cpus[1].irq.tlb, 0,
+        "lazy CPUs are skipped by should_flush_tlb"
+    );
+}
+
+fn file_workload(file_pages: u64, anon_pages: u64, rereads: u32) -> Workload {
+    let fbase = 0x4000_0000u64;
+    let mut ops = vec![Op::Mmap {
+        addr: fbase,
+        len: file_pages * PAGE,
+        prot: prot::READ,
+        backing: Backing::File { file: 0, pgoff: 0 },
+    }];
+    ops.extend((0..file_pages).map(|i| Op::Load(fbase + i * PAGE)));
+    // A small hot part of the file is re-read (and so referenced) several times.
+    for _ in 0..rereads {
+        ops.extend((0..16).map(|i| Op::Load(fbase + i * PAGE)));
+        ops.push(Op::Compute(2_000_000));
+    }
+    ops.push(anon_rw(BASE, anon_pages));
+    for i in 0..anon_pages {
+        ops.push(Op::Store(BASE + i * PAGE));
+        if i % 64 == 0 {
+            ops.push(Op::Compute(200_000));
+        }
+        if i % 1024 == 0 {
+            ops.extend((0..16).map(|j| Op::Load(fbase + j * PAGE)));
+        }
+    }
+    workload(
+        vec![(0, Placement::Pinned(0), ops)],
+        vec![FileSpec {
+            name: "data".into(),
+            pages: file_pages,
+        }],
+    )
+}
+
+#[test]
+fn kswapd_reclaims_clean_file_pages_below_the_low_watermark() {
+    // 64 MiB node = 16384 pages, low watermark 320 (min 256 + gap 64): 10000 file pages,
+    // then 6200 anon pages push free below low.
+    let sim = run(
+        config(&machine(2, 64), &[]),
+        file_workload(10_000, 6_200, 3),
+    );
+    let z = &sim.nodes[0].zone;
+    assert!(sim.vm.get(Vm::PgScanKswapd) > 0, "kswapd scanned");
+    assert!(
+        sim.vm.get(Vm::PgStealKswapd) > 0,
+        "kswapd freed clean file pages"
+    );
+    assert_eq!(
+        sim.vm.get(Vm::PgStealKswapd) + sim.vm.get(Vm::PgStealDirect),
+        sim.vm.get(Vm::PgStealFile)
+    );
+    assert_eq!(
+        sim.vm.get(Vm::PgScanAnon),
+        0,
+        "no swap, no demotion: anon is not scanned"
+    );
+    assert_eq!(
+        sim.nodes[0].nr_anon, 6200,
+        "anon pages are never reclaimed without swap"
+    );
+    assert!(sim.nodes[0].nr_file < 10_000);
+    assert!(sim.vm.get(Vm::PageOutRun) > 0);
+    assert!(
+        z.nr_free + z.pcp_pages() > z.wmark.min,
+        "reclaim kept the node above min"
+    );
+    // Reclaim takes cold pages: the hot pages are re-read throughout, and few of the
+    // reclaimed pages come back as refaults (major faults beyond the 10000 first reads).
+    let refaults = sim.vm.get(Vm::PgMajFault) - 10_000;
+    let stolen = sim.vm.get(Vm::PgStealFile);
+    assert!(
+        refaults * 4 < stolen,
+        "refaults {refaults}, stolen {stolen}"
+    );
+    let hot_cached = (0..16)
+        .filter(|&i| sim.files[0].lookup(i).is_some())
+        .count();
+    assert_eq!(hot_cached, 16);
+}
+
+#[test]
+fn lru_aging_follows_folio_check_references() {
+    use tierlab::mm::vmscan::FolioRef;
+    let mut ops = vec![Op::Mmap {
+        addr: BASE,
+        len: 4 * PAGE,
+        prot: prot::READ,
+        backing: Backing::File { file: 0, pgoff: 0 },
+    }];
+    ops.extend((0..4).map(|i| Op::Load(BASE + i * PAGE)));
+    let mut sim = run(
+        config(&machine(1, 64), &[]),
+        workload(
+            vec![(0, Placement::Pinned(0), ops)],
+            vec![FileSpec {
+                name: "f".into(),
+                pages: 4,
+            }],
+        ),
+    );
+    let pfn = sim.files[0].lookup(0).unwrap();
+    // Young PTE, not PG_referenced: keep and mark referenced.
+    assert_eq!(sim.folio_check_references(pfn), FolioRef::Keep);
+    assert!(sim.frames.get(pfn).has(pg::REFERENCED));
+    // Not young now (the check cleared it), but PG_referenced: reclaim clean (file).
+    assert_eq!(sim.folio_check_references(pfn), FolioRef::ReclaimClean);
+    // Young again and PG_referenced set: activate.
+    let vpn = (BASE / PAGE) as u32;
+    *sim.mms[0].pgtable.get_mut(vpn).unwrap() |= pte::YOUNG;
+    sim.frames.get_mut(pfn).flags |= pg::REFERENCED;
+    assert_eq!(sim.folio_check_references(pfn), FolioRef::Activate);
+    // Activation leaves PG_referenced set (folio_set_referenced before returning): one more
+    // unreferenced pass reclaims it clean, and only then is it plain reclaim.
+    assert_eq!(sim.folio_check_references(pfn), FolioRef::ReclaimClean);
+    assert_eq!(sim.folio_check_references(pfn), FolioRef::Reclaim);
+
+    // shrink_active_list deactivates unreferenced pages of a non-exec mapping.
+    let before = sim.nodes[0].lru_size(LRU_INACTIVE_FILE);
+    assert_eq!(before, 4);
+    for p in (0..4).map(|i| sim.files[0].lookup(i).unwrap()) {
+        let node = &mut sim.nodes[0];
+        sim.frames.list_del(&mut node.lru[LRU_INACTIVE_FILE], p);
+        sim.frames.get_mut(p).flags |= pg::ACTIVE;
+        sim.frames.list_add(&mut node.lru[LRU_ACTIVE_FILE], p);
+    }
+    sim.shrink_active_list(0, 0, 32, LRU_ACTIVE_FILE);
+    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_FILE), 0);
+    assert_eq!(sim.nodes[0].lru_size(LRU_INACTIVE_FILE), 4);
+    assert_eq!(sim.vm.get(Vm::PgDeactivate), 4);
+    assert_eq!(sim.vm.get(Vm::PgRefill), 4);
+    sim.check_invariants("test");
+    assert_eq!(sim.checker.count, 0);
+}
+
+#[test]
+fn allocation_falls_back_to_the_next_node_in_distance_order() {
+    let text = r#"
+[machine]
+cpus = 1
+[[machine.nodes]]
+capacity_mib = 16
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0"
+[[machine.nodes]]
+capacity_mib = 64
+read_latency_ns = 250
+write_latency_ns = 250
+[workload]
+type = "test"
+[sim]
+check = "strict"
+"#;
+    let mut ops = vec![anon_rw(BASE, 8192)];
+    ops.extend((0..8192).map(|i| Op::Store(BASE + i * PAGE)));
+    let sim = run(
+        config(text, &[]),
+        workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
+    );
+    assert!(
+        sim.nodes[1].nr_anon > 4000,
+        "spilled to node 1: {}",
+        sim.nodes[1].nr_anon
+    );
+    assert!(sim.vm.get(Vm::NumaMiss) > 0);
+    assert_eq!(sim.vm.get(Vm::NumaHit) + sim.vm.get(Vm::NumaMiss), 8192);
+    // Node 0 stopped at its low watermark (fast path), give or take the per-CPU list.
+    let z = &sim.nodes[0].zone;
+    assert!(z.nr_free <= z.wmark.low + z.pcp[0].batch as u64 * 2);
+}
+
+#[test]
+fn invariant_checker_catches_each_broken_state() {
+    let mk = || {
+        let mut ops = vec![anon_rw(BASE, 32)];
+        ops.extend((0..32).map(|i| Op::Store(BASE + i * PAGE)));
+        ops.push(Op::Barrier);
+        workload(
+            vec![
+                (0, Placement::Pinned(0), ops),
+                (0, Placement::Pinned(1), vec![Op::Load(BASE), Op::Barrier]),
+            ],
+            vec![],
+        )
+    };
+    let fresh = || run(config(&machine(2, 64), &[]), mk());
+    let vpn = (BASE / PAGE) as u32;
+
+    // Frame conservation: a frame vanishes from the free lists.
+    let mut sim = fresh();
+    let z = &mut sim.nodes[0].zone;
+    let order = (0..z.free_area.len())
+        .rev()
+        .find(|&o| !z.free_area[o].is_empty())
+        .unwrap();
+    let pfn = sim.frames.list_pop_head(&mut z.free_area[order]).unwrap();
+    sim.frames.get_mut(pfn).flags = 0;
+    sim.check_invariants("broken");
+    assert!(sim.checker.count_of(ViolationKind::FrameConservation) > 0);
+
+    // rmap: a PTE points at a frame owned by another address.
+    let mut sim = fresh();
+    let other = pte::pfn(sim.mms[0].pgtable.get(vpn + 1));
+    let slot = sim.mms[0].pgtable.get_mut(vpn).unwrap();
+    *slot = pte::mk(other, *slot & 0xfff);
+    sim.check_invariants("broken");
+    assert!(sim.checker.count_of(ViolationKind::Rmap) > 0);
+
+    // LRU membership: an in-use frame falls off its list.
+    let mut sim = fresh();
+    let pfn = pte::pfn(sim.mms[0].pgtable.get(vpn + 2));
+    let node = &mut sim.nodes[0];
+    sim.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], pfn);
+    sim.check_invariants("broken");
+    assert!(sim.checker.count_of(ViolationKind::LruMembership) > 0);
+
+    // TLB coherence: the PTE changes under a CPU's cached translation with no flush.
+    let mut sim = fresh();
+    let other = pte::pfn(sim.mms[0].pgtable.get(vpn + 3));
+    sim.frames.get_mut(other).mapcount += 1; // keep rmap counts consistent: only the TLB is wrong
+    let old = pte::pfn(sim.mms[0].pgtable.get(vpn));
+    sim.frames.get_mut(old).mapcount -= 1;
+    // Point the PTE elsewhere without flushing CPU 1, which cached it.
+    *sim.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
+    sim.check_invariants("broken");
+    assert!(
+        sim.checker.count_of(ViolationKind::TlbCoherence) > 0,
+        "{:?}",
+        sim.checker.violations
+    );
+}
+
+#[test]
+fn frame_reuse_with_a_live_tlb_entry_is_reported() {
+    // Simulate a broken unmap: clear the PTE and free the frame without any flush, then let
+    // the frame be allocated again.
+    let mut ops = vec![anon_rw(BASE, 4), Op::Store(BASE)];
+    ops.push(Op::Barrier);
+    let t1 = vec![Op::Load(BASE), Op::Barrier];
+    let mut sim = Sim::new(
+        config(&machine(2, 64), &[]),
+        workload(
+            vec![
+                (0, Placement::Pinned(0), ops),
+                (0, Placement::Pinned(1), t1),
+            ],
+            vec![],
+        ),
+    )
+    .unwrap();
+    sim.run(&mut |_| {}).unwrap();
+    let vpn = (BASE / PAGE) as u32;
+    let pfn = pte::pfn(sim.mms[0].pgtable.get(vpn));
+    *sim.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
+    sim.frames.get_mut(pfn).mapcount = 0;
+    sim.lru_del_and_uncharge(pfn);
+    sim.mms[0].rss_anon -= 1;
+    sim.free_frame(0, pfn);
+    // The freed frame is at the head of CPU 0's pageset: the next allocation gets it.
+    let got = sim.alloc_page(0, 0).unwrap();
+    assert_eq!(got, pfn);
+    assert!(
+        sim.checker.count_of(ViolationKind::FrameReuse) > 0,
+        "{:?}",
+        sim.checker.violations
+    );
+}
