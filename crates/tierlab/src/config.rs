@@ -425,7 +425,7 @@ impl Config {
                 format!("{} CPUs (1..=256 supported)", m.cpus),
             );
         }
-        if !(m.mlp >= 1.0) {
+        if m.mlp.is_nan() || m.mlp < 1.0 {
             return bad("machine.mlp", "must be ≥ 1".into());
         }
         for (name, e, w) in [
@@ -532,10 +532,10 @@ impl Config {
         if self.x86.tlb_single_page_flush_ceiling == 0 {
             return bad("x86.tlb_single_page_flush_ceiling", "must be ≥ 1".into());
         }
-        if !(self.sim.quantum_ns > 0.0) {
+        if self.sim.quantum_ns.is_nan() || self.sim.quantum_ns <= 0.0 {
             return bad("sim.quantum_ns", "must be positive".into());
         }
-        if !(self.sim.timeline_interval_ms > 0.0) {
+        if self.sim.timeline_interval_ms.is_nan() || self.sim.timeline_interval_ms <= 0.0 {
             return bad("sim.timeline_interval_ms", "must be positive".into());
         }
         if self.sim.max_seconds < 0.0 {
@@ -600,7 +600,7 @@ type = "none"
 
     #[test]
     fn set_overrides_any_key() {
-        let sets = vec![
+        let sets = [
             "vm.watermark_scale_factor=200".to_string(),
             "machine.nodes.0.capacity_mib=1".to_string(),
         ];

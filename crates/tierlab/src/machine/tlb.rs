@@ -37,7 +37,7 @@ pub struct Tlb {
 impl Tlb {
     /// `entries` must be `ways` × a power of two (checked by config validation).
     pub fn new(entries: u32, ways: u32) -> Self {
-        assert!(ways > 0 && ways <= 32 && entries % ways == 0);
+        assert!(ways > 0 && ways <= 32 && entries.is_multiple_of(ways));
         let sets = entries / ways;
         assert!(
             sets.is_power_of_two(),

@@ -8,7 +8,7 @@ use crate::sim::{Sim, SimError};
 use crate::workload::{prot, Backing};
 
 fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
-    if addr % PAGE_SIZE != 0 || len == 0 || len % PAGE_SIZE != 0 {
+    if !addr.is_multiple_of(PAGE_SIZE) || len == 0 || !len.is_multiple_of(PAGE_SIZE) {
         return Err(SimError(format!(
             "{what}({addr:#x}, {len}): address and length must be non-zero multiples of 4 KiB (EINVAL)"
         )));

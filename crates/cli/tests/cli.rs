@@ -1,0 +1,85 @@
+//! The `tierlab` binary: runs, JSON output, and errors that name the file and key.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tierlab(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tierlab"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run tierlab")
+}
+
+#[test]
+fn run_prints_a_summary_and_writes_json() {
+    let out_path = std::env::temp_dir().join(format!("tierlab-cli-{}.json", std::process::id()));
+    let o = tierlab(&[
+        "run",
+        "scenarios/xsbench-small.toml",
+        "--set",
+        "workload.particles=100",
+        "--json",
+        out_path.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for needle in [
+        "dTLB-load-misses",
+        "pgfault",
+        "TLB shootdowns",
+        "Lookups/s:",
+        "0 violations",
+    ] {
+        assert!(stdout.contains(needle), "summary lacks {needle}:\n{stdout}");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out_path).unwrap()).unwrap();
+    assert_eq!(doc["workload"]["lookups"], 3400);
+    assert_eq!(doc["check"]["violations"], 0);
+    let _ = std::fs::remove_file(out_path);
+}
+
+#[test]
+fn config_errors_name_the_file_and_key() {
+    let o = tierlab(&[
+        "run",
+        "scenarios/xsbench-small.toml",
+        "--set",
+        "vm.watermark_scale_factor=0",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("scenarios/xsbench-small.toml") && err.contains("vm.watermark_scale_factor"),
+        "{err}"
+    );
+
+    let o = tierlab(&[
+        "run",
+        "scenarios/xsbench-small.toml",
+        "--set",
+        "machine.nodes=3",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("machine.nodes"));
+
+    let o = tierlab(&["run", "no/such/file.toml"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no/such/file.toml"));
+}
+
+#[test]
+fn malformed_toml_reports_the_line() {
+    let p = std::env::temp_dir().join(format!("tierlab-bad-{}.toml", std::process::id()));
+    std::fs::write(&p, "[machine]\ncpus = = 3\n").unwrap();
+    let o = tierlab(&["run", p.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 2"), "{err}");
+    let _ = std::fs::remove_file(p);
+}
