@@ -82,7 +82,7 @@ impl Sim {
                     let p = self.frames.get(pfn);
                     if !p.has(pg::BUDDY) || p.order as usize != order {
                         self.checker.report(
-                            crate::check::ViolationKind::FrameConservation,
+                            ViolationKind::FrameConservation,
                             when,
                             format!("node {n}: frame {pfn} on the order-{order} free list without PageBuddy of that order"),
                         );
@@ -110,8 +110,7 @@ impl Sim {
 
     /// A present PTE maps an in-use frame whose owner record points back; mapcounts agree.
     fn check_rmap(&mut self, when: &str) {
-        let mut mapcount = vec![0u32; 0];
-        mapcount.resize(self.frames.len(), 0);
+        let mut mapcount = vec![0u32; self.frames.len()];
         for mm in 0..self.mms.len() {
             let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter().collect();
             for (vpn, p) in ptes {
@@ -148,23 +147,25 @@ impl Sim {
                 }
             }
         }
-        for (pfn, page) in self.frames.pages.iter().enumerate() {
-            if pfn as u32 == self.zero_pfn || !page.has(pg::USED) {
-                continue;
-            }
-            if page.mapcount as u32 != mapcount[pfn] {
-                self.checker.count += 1;
-                if self.checker.violations.len() < 100 {
-                    self.checker.violations.push(crate::check::Violation {
-                        kind: ViolationKind::Rmap,
-                        when: when.to_string(),
-                        detail: format!(
-                            "frame {pfn}: mapcount {} but {} PTEs map it",
-                            page.mapcount, mapcount[pfn]
-                        ),
-                    });
-                }
-            }
+        let wrong: Vec<String> = self
+            .frames
+            .pages
+            .iter()
+            .enumerate()
+            .filter(|(pfn, page)| {
+                *pfn as u32 != self.zero_pfn
+                    && page.has(pg::USED)
+                    && page.mapcount as u32 != mapcount[*pfn]
+            })
+            .map(|(pfn, page)| {
+                format!(
+                    "frame {pfn}: mapcount {} but {} PTEs map it",
+                    page.mapcount, mapcount[pfn]
+                )
+            })
+            .collect();
+        for d in wrong {
+            self.checker.report(ViolationKind::Rmap, when, d);
         }
     }
 
@@ -193,24 +194,24 @@ impl Sim {
                 }
             }
         }
-        for (pfn, p) in self.frames.pages.iter().enumerate() {
-            if pfn as u32 == self.zero_pfn || !p.has(pg::USED) {
-                continue;
-            }
-            let expected = if p.has(pg::ISOLATED) { 0 } else { 1 };
-            if seen[pfn] != expected {
-                self.checker.count += 1;
-                if self.checker.violations.len() < 100 {
-                    self.checker.violations.push(crate::check::Violation {
-                        kind: ViolationKind::LruMembership,
-                        when: when.to_string(),
-                        detail: format!(
-                            "in-use frame {pfn} is on {} LRU lists (expected {expected})",
-                            seen[pfn]
-                        ),
-                    });
-                }
-            }
+        let wrong: Vec<String> = self
+            .frames
+            .pages
+            .iter()
+            .enumerate()
+            .filter(|(pfn, p)| *pfn as u32 != self.zero_pfn && p.has(pg::USED))
+            .filter_map(|(pfn, p)| {
+                let expected = u8::from(!p.has(pg::ISOLATED));
+                (seen[pfn] != expected).then(|| {
+                    format!(
+                        "in-use frame {pfn} is on {} LRU lists (expected {expected})",
+                        seen[pfn]
+                    )
+                })
+            })
+            .collect();
+        for d in wrong {
+            self.checker.report(ViolationKind::LruMembership, when, d);
         }
     }
 

@@ -75,7 +75,7 @@ impl Sim {
                 .set(vpn, pte::mk(zero, pte::PRESENT | pte::YOUNG));
             return Ok(());
         }
-        let pfn = self.alloc_user_page(c, mm, vpn, true)?;
+        let pfn = self.alloc_user_page(c, mm, vpn)?;
         self.mms[mm].pgtable.set(
             vpn,
             pte::mk(pfn, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
@@ -84,13 +84,7 @@ impl Sim {
     }
 
     /// Allocate, zero and account a new anonymous frame for (mm, vpn) and put it on the LRU.
-    fn alloc_user_page(
-        &mut self,
-        c: usize,
-        mm: usize,
-        vpn: u32,
-        _zero: bool,
-    ) -> Result<u32, String> {
+    fn alloc_user_page(&mut self, c: usize, mm: usize, vpn: u32) -> Result<u32, String> {
         let node = self.cpus[c].node as usize;
         let pfn = self.alloc_page(c, node).ok_or_else(|| {
             "out of memory: no node can satisfy an order-0 allocation".to_string()
@@ -172,7 +166,7 @@ impl Sim {
         let pfn = pte::pfn(p);
         if pfn == self.zero_pfn {
             // wp_page_copy from the zero page: new frame, then ptep_clear_flush of the old PTE.
-            let new = self.alloc_user_page(c, mm, vpn, true)?;
+            let new = self.alloc_user_page(c, mm, vpn)?;
             self.mms[mm].pgtable.set(
                 vpn,
                 pte::mk(new, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
