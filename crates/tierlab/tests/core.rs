@@ -588,3 +588,39 @@ fn frame_reuse_with_a_live_tlb_entry_is_reported() {
         sim.checker.violations
     );
 }
+
+#[test]
+fn reclaim_shoots_down_cpus_that_cache_the_unmapped_pages() {
+    // Thread 1 (CPU 1) reads 1000 file pages, then keeps running; thread 0 (CPU 0) fills the
+    // node with anon memory so kswapd reclaims those file pages while CPU 1's TLB still
+    // holds their translations. The batched flush must reach CPU 1 before the frames are
+    // reused; without it the checker reports the stale entries.
+    let fbase = 0x4000_0000u64;
+    let mut t1 = vec![Op::Mmap {
+        addr: fbase,
+        len: 1000 * PAGE,
+        prot: prot::READ,
+        backing: Backing::File { file: 0, pgoff: 0 },
+    }];
+    t1.extend((0..1000).map(|i| Op::Load(fbase + i * PAGE)));
+    t1.push(Op::Barrier);
+    t1.extend((0..200).map(|_| Op::Compute(1_000_000)));
+    let mut t0 = vec![anon_rw(BASE, 15_500), Op::Barrier];
+    t0.extend((0..15_500).map(|i| Op::Store(BASE + i * PAGE)));
+    let sim = run(
+        config(&machine(2, 64), &[]),
+        workload(
+            vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)],
+            vec![FileSpec {
+                name: "f".into(),
+                pages: 1000,
+            }],
+        ),
+    );
+    assert!(sim.vm.get(Vm::PgStealFile) > 0, "file pages were reclaimed");
+    assert!(
+        sim.cpus[1].irq.tlb > 0,
+        "CPU 1 received the batched shootdown"
+    );
+    assert!(sim.vm.get(Vm::NrTlbRemoteFlush) > 0);
+}
