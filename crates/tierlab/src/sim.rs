@@ -588,12 +588,7 @@ impl Sim {
                     cycles += self.cost.page_walk_cycles as u64;
                 }
                 if !counted && !hit_in_tlb {
-                    cpu.perf.inc(match kind {
-                        AccessKind::Load => Perf::DtlbLoadMisses,
-                        AccessKind::Store => Perf::DtlbStoreMisses,
-                        AccessKind::IFetch => Perf::ItlbLoadMisses,
-                    });
-                    cpu.perf.inc(Perf::PageWalks);
+                    count_walk(cpu, kind);
                 }
                 let mut np = p;
                 if p & pte::YOUNG == 0 {
@@ -633,13 +628,7 @@ impl Sim {
             if !counted {
                 counted = true;
                 cycles += self.cost.page_walk_cycles as u64;
-                let cpu = &mut self.cpus[c];
-                cpu.perf.inc(match kind {
-                    AccessKind::Load => Perf::DtlbLoadMisses,
-                    AccessKind::Store => Perf::DtlbStoreMisses,
-                    AccessKind::IFetch => Perf::ItlbLoadMisses,
-                });
-                cpu.perf.inc(Perf::PageWalks);
+                count_walk(&mut self.cpus[c], kind);
             }
             // A faulting translation is not kept by the hardware.
             self.cpus[c].flush_page(vpn, asid);
@@ -651,4 +640,15 @@ impl Sim {
             }
         }
     }
+}
+
+/// A page walk caused by an STLB miss: perf's dTLB-load/store-misses or iTLB-load-misses
+/// (the Intel events count misses that cause a walk).
+fn count_walk(cpu: &mut Cpu, kind: AccessKind) {
+    cpu.perf.inc(match kind {
+        AccessKind::Load => Perf::DtlbLoadMisses,
+        AccessKind::Store => Perf::DtlbStoreMisses,
+        AccessKind::IFetch => Perf::ItlbLoadMisses,
+    });
+    cpu.perf.inc(Perf::PageWalks);
 }

@@ -67,6 +67,15 @@ fn anon_rw(addr: u64, pages: u64) -> Op {
     }
 }
 
+fn file_ro(addr: u64, pages: u64) -> Op {
+    Op::Mmap {
+        addr,
+        len: pages * PAGE,
+        prot: prot::READ,
+        backing: Backing::File { file: 0, pgoff: 0 },
+    }
+}
+
 fn run(cfg: Config, w: Workload) -> Sim {
     let mut sim = Sim::new(cfg, w).expect("sim");
     sim.run(&mut |_| {}).expect("run");
@@ -323,12 +332,7 @@ fn idle_lazy_cpus_get_no_shootdown() {
 
 fn file_workload(file_pages: u64, anon_pages: u64, rereads: u32) -> Workload {
     let fbase = 0x4000_0000u64;
-    let mut ops = vec![Op::Mmap {
-        addr: fbase,
-        len: file_pages * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }];
+    let mut ops = vec![file_ro(fbase, file_pages)];
     ops.extend((0..file_pages).map(|i| Op::Load(fbase + i * PAGE)));
     // A small hot part of the file is re-read (and so referenced) several times.
     for _ in 0..rereads {
@@ -404,12 +408,7 @@ fn kswapd_reclaims_clean_file_pages_below_the_low_watermark() {
 #[test]
 fn lru_aging_follows_folio_check_references() {
     use tierlab::mm::vmscan::FolioRef;
-    let mut ops = vec![Op::Mmap {
-        addr: BASE,
-        len: 4 * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }];
+    let mut ops = vec![file_ro(BASE, 4)];
     ops.extend((0..4).map(|i| Op::Load(BASE + i * PAGE)));
     let mut sim = run(
         config(&machine(1, 64), &[]),
@@ -596,12 +595,7 @@ fn reclaim_shoots_down_cpus_that_cache_the_unmapped_pages() {
     // holds their translations. The batched flush must reach CPU 1 before the frames are
     // reused; without it the checker reports the stale entries.
     let fbase = 0x4000_0000u64;
-    let mut t1 = vec![Op::Mmap {
-        addr: fbase,
-        len: 1000 * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }];
+    let mut t1 = vec![file_ro(fbase, 1000)];
     t1.extend((0..1000).map(|i| Op::Load(fbase + i * PAGE)));
     t1.push(Op::Barrier);
     t1.extend((0..200).map(|_| Op::Compute(1_000_000)));
