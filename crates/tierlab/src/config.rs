@@ -147,6 +147,9 @@ pub struct NodeConfig {
     /// CPUs on this node, e.g. "0-15" or "0,2,4"; empty for a memory-only (CXL-like) node.
     #[serde(default)]
     pub cpus: String,
+    /// Explicit abstract distance (memory_tiers); default: derived from latency and bandwidth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adistance: Option<u64>,
 }
 
 fn default_bw() -> f64 {
@@ -162,8 +165,10 @@ pub struct VmSysctl {
     pub watermark_scale_factor: u32,
     /// 0: auto-tuned pageset high; otherwise ≥ 8 (fixed high = managed / fraction / CPUs).
     pub percpu_pagelist_high_fraction: u32,
-    /// vm.swappiness; recorded for get_scan_count (no swap device is modelled yet).
+    /// vm.swappiness: the anon share of get_scan_count's SCAN_FRACT split.
     pub swappiness: u32,
+    /// /sys/kernel/mm/numa/demotion_enabled (numa_demotion_enabled), off by default.
+    pub demotion_enabled: bool,
 }
 
 impl Default for VmSysctl {
@@ -173,6 +178,7 @@ impl Default for VmSysctl {
             watermark_scale_factor: 10,
             percpu_pagelist_high_fraction: 0,
             swappiness: 60,
+            demotion_enabled: false,
         }
     }
 }
@@ -183,15 +189,38 @@ impl Default for VmSysctl {
 pub struct KernelSysctl {
     /// EEVDF base slice (/sys/kernel/debug/sched/base_slice_ns), default 0.75 ms.
     pub sched_base_slice_ns: u64,
+    /// kernel.numa_balancing: 0 off, 1 NUMA_BALANCING_NORMAL, 2 MEMORY_TIERING, 3 both.
+    pub numa_balancing: u32,
+    /// kernel.numa_balancing_promote_rate_limit_MBps
+    #[serde(rename = "numa_balancing_promote_rate_limit_MBps")]
+    pub numa_balancing_promote_rate_limit_mbps: u64,
+    /// debugfs sched/numa_balancing/scan_delay_ms
+    pub numa_balancing_scan_delay_ms: u64,
+    pub numa_balancing_scan_period_min_ms: u64,
+    pub numa_balancing_scan_period_max_ms: u64,
+    pub numa_balancing_scan_size_mb: u64,
+    /// debugfs sched/numa_balancing/hot_threshold_ms
+    pub numa_balancing_hot_threshold_ms: u64,
 }
 
 impl Default for KernelSysctl {
     fn default() -> Self {
         KernelSysctl {
             sched_base_slice_ns: 750_000,
+            numa_balancing: 0,
+            numa_balancing_promote_rate_limit_mbps: 65536,
+            numa_balancing_scan_delay_ms: 1000,
+            numa_balancing_scan_period_min_ms: 1000,
+            numa_balancing_scan_period_max_ms: 60000,
+            numa_balancing_scan_size_mb: 256,
+            numa_balancing_hot_threshold_ms: 1000,
         }
     }
 }
+
+/// NUMA_BALANCING_NORMAL / NUMA_BALANCING_MEMORY_TIERING bits of kernel.numa_balancing.
+pub const NUMA_BALANCING_NORMAL: u32 = 1;
+pub const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
 
 /// x86 debugfs knobs (/sys/kernel/debug/x86/*).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -528,6 +557,27 @@ impl Config {
         }
         if self.kernel.sched_base_slice_ns < 100_000 {
             return bad("kernel.sched_base_slice_ns", "below 0.1 ms".into());
+        }
+        if self.kernel.numa_balancing > 3 {
+            return bad("kernel.numa_balancing", "range is 0..=3".into());
+        }
+        let k = &self.kernel;
+        if k.numa_balancing_scan_size_mb == 0 {
+            return bad("kernel.numa_balancing_scan_size_mb", "must be ≥ 1".into());
+        }
+        if k.numa_balancing_scan_period_min_ms == 0
+            || k.numa_balancing_scan_period_max_ms < k.numa_balancing_scan_period_min_ms
+        {
+            return bad(
+                "kernel.numa_balancing_scan_period_max_ms",
+                "need 0 < scan_period_min_ms ≤ scan_period_max_ms".into(),
+            );
+        }
+        if k.numa_balancing_hot_threshold_ms == 0 {
+            return bad(
+                "kernel.numa_balancing_hot_threshold_ms",
+                "must be ≥ 1".into(),
+            );
         }
         if self.x86.tlb_single_page_flush_ceiling == 0 {
             return bad("x86.tlb_single_page_flush_ceiling", "must be ≥ 1".into());

@@ -58,6 +58,18 @@ pub struct CostTable {
     pub syscall_cycles: u32,
     /// Per-page cost of zapping or changing a PTE in munmap/mprotect [estimate].
     pub pte_update_cycles: u32,
+    /// Page migration work per 4 KiB page besides the copy (allocate, unmap to a migration
+    /// entry, remap, free): mbind of 1 GiB took 1.7–2.5 µs per page end to end on AMD Milan
+    /// (§4), of which the copy is ~0.4 µs; ≈ 1.5 µs at 2.2 GHz [derived].
+    pub migrate_page_cycles: u32,
+    /// Single-thread copy bandwidth cap for migration (folio_mc_copy), GB/s: ~12 GB/s on
+    /// SPR/Genoa single-thread read (Nomad Table 1, §3.1); the slower node's own bandwidth
+    /// applies when lower.
+    pub migrate_copy_gbps: f64,
+    /// NUMA hint fault entry/exit and do_numa_page bookkeeping [estimate: like a minor fault].
+    pub numa_hint_fault_cycles: u32,
+    /// change_prot_numa per PTE examined by task_numa_work [estimate].
+    pub numa_scan_pte_cycles: u32,
 }
 
 impl Default for CostTable {
@@ -86,6 +98,10 @@ impl Default for CostTable {
             context_switch_cycles: 2000,
             syscall_cycles: 500,
             pte_update_cycles: 20,
+            migrate_page_cycles: 3300,
+            migrate_copy_gbps: 12.0,
+            numa_hint_fault_cycles: 2000,
+            numa_scan_pte_cycles: 10,
         }
     }
 }

@@ -1,7 +1,6 @@
 //! The run's results: the JSON document (design.md "Result JSON") and the human summary in
 //! the style of `perf stat`, `/proc/vmstat` and `/proc/interrupts`.
 
-use crate::mm::memory_tiers::node_tier_id;
 use crate::mm::mmzone::{LRU_NAMES, NR_LRU_LISTS};
 use crate::sim::Sim;
 use crate::stats::{Perf, PerfCounters, Vm};
@@ -89,7 +88,7 @@ impl Sim {
                     json!({
                         "node": n,
                         "name": self.cfg.machine.nodes[n].name,
-                        "tier": node_tier_id(&self.cfg.machine, n),
+                        "tier": self.tiers.tier_id(n),
                         "cpus": node.cpus,
                         "capacity_pages": z.managed_pages,
                         "free": z.nr_free + z.pcp_pages(),
@@ -246,7 +245,7 @@ impl Sim {
                 s,
                 "   node{n} {:<8} tier {:>2}  free {:>10}  anon {:>10}  file {:>10}  (min {} low {} high {} promo {})",
                 self.cfg.machine.nodes[n].name,
-                node_tier_id(&self.cfg.machine, n),
+                self.tiers.tier_id(n),
                 z.nr_free + z.pcp_pages(),
                 node.nr_anon,
                 node.nr_file,

@@ -10,6 +10,7 @@ use crate::cost::CostTable;
 use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::mm::filemap::PageCacheFile;
+use crate::mm::memory_tiers::MemoryTiers;
 use crate::mm::mm_types::Mm;
 use crate::mm::mmzone::Pgdat;
 use crate::mm::page::{FrameTable, NIL};
@@ -122,6 +123,7 @@ pub struct Sim {
     pub now: u64,
     /// The shared zero page (my_zero_pfn) that read faults on untouched anon memory map.
     pub zero_pfn: u32,
+    pub tiers: MemoryTiers,
 }
 
 impl Sim {
@@ -239,6 +241,7 @@ impl Sim {
             live_threads: 0,
             now: 0,
             zero_pfn,
+            tiers: MemoryTiers::new(&cfg),
             cfg,
         };
         for (i, spec) in workload.threads.into_iter().enumerate() {

@@ -37,36 +37,60 @@ impl Sim {
     }
 
     fn alloc_from_zonelist(&mut self, c: usize, preferred: usize, at_min: bool) -> Option<u32> {
-        let now = self.cpus[c].clock;
         for i in 0..self.nodes[preferred].zonelist.len() {
             let n = self.nodes[preferred].zonelist[i] as usize;
-            let zone = &mut self.nodes[n].zone;
-            let mark = if at_min {
-                zone.wmark.min
-            } else {
-                zone.wmark.low
-            };
-            let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &self.cost, mark);
-            self.charge_sys(c, cycles);
-            if let Some(pfn) = pfn {
-                // zone_statistics
-                if n == preferred {
-                    self.vm.inc(Vm::NumaHit);
-                } else {
-                    self.vm.inc(Vm::NumaMiss);
-                    self.vm.inc(Vm::NumaForeign);
-                }
-                if n == self.cpus[c].node as usize {
-                    self.vm.inc(Vm::NumaLocal);
-                } else {
-                    self.vm.inc(Vm::NumaOther);
-                }
-                self.vm.inc(Vm::PgAllocNormal);
-                self.check_frame_reuse(pfn, c);
+            if let Some(pfn) = self.rmqueue_node(c, preferred, n, at_min) {
                 return Some(pfn);
             }
         }
         None
+    }
+
+    /// One zone's try in get_page_from_freelist: the watermark check, rmqueue, zone_statistics.
+    pub(crate) fn rmqueue_node(
+        &mut self,
+        c: usize,
+        preferred: usize,
+        n: usize,
+        at_min: bool,
+    ) -> Option<u32> {
+        let now = self.cpus[c].clock;
+        let zone = &mut self.nodes[n].zone;
+        let mark = if at_min {
+            zone.wmark.min
+        } else {
+            zone.wmark.low
+        };
+        let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &self.cost, mark);
+        self.charge_sys(c, cycles);
+        let pfn = pfn?;
+        if n == preferred {
+            self.vm.inc(Vm::NumaHit);
+        } else {
+            self.vm.inc(Vm::NumaMiss);
+            self.vm.inc(Vm::NumaForeign);
+        }
+        if n == self.cpus[c].node as usize {
+            self.vm.inc(Vm::NumaLocal);
+        } else {
+            self.vm.inc(Vm::NumaOther);
+        }
+        self.vm.inc(Vm::PgAllocNormal);
+        self.check_frame_reuse(pfn, c);
+        Some(pfn)
+    }
+
+    /// __GFP_THISNODE without direct reclaim (migration targets): the low watermark, then,
+    /// if the gfp mask allows waking kswapd, a wakeup and a retry at min.
+    pub fn alloc_page_thisnode(&mut self, c: usize, n: usize, wake_kswapd: bool) -> Option<u32> {
+        if let Some(pfn) = self.rmqueue_node(c, n, n, false) {
+            return Some(pfn);
+        }
+        if !wake_kswapd {
+            return None;
+        }
+        self.wakeup_kswapd(n);
+        self.rmqueue_node(c, n, n, true)
     }
 
     /// Return a frame that no longer has users to `c`'s per-CPU list (free_unref_folios).
@@ -90,15 +114,22 @@ impl Sim {
 
     /// folio_add_lru: new folios start on the inactive list of their type.
     pub fn lru_add(&mut self, pfn: u32) {
+        self.frames.get_mut(pfn).flags &= !pg::ACTIVE;
+        self.lru_add_folio(pfn);
+    }
+
+    /// lruvec_add_folio plus node accounting: onto the list the folio's flags name (a
+    /// migrated folio keeps PG_active).
+    pub fn lru_add_folio(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         debug_assert!(!p.has(pg::LRU));
         let anon = p.has(pg::ANON);
+        let active = p.has(pg::ACTIVE);
         p.flags |= pg::LRU;
-        p.flags &= !pg::ACTIVE;
         let n = p.node as usize;
         let node = &mut self.nodes[n];
         self.frames
-            .list_add(&mut node.lru[lru_index(anon, false)], pfn);
+            .list_add(&mut node.lru[lru_index(anon, active)], pfn);
         if anon {
             node.nr_anon += 1;
         } else {

@@ -4,6 +4,7 @@ pub mod alloc_pages;
 pub mod filemap;
 pub mod memory;
 pub mod memory_tiers;
+pub mod migrate;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;

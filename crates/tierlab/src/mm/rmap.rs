@@ -20,12 +20,17 @@ pub struct TlbUbc {
 impl Sim {
     /// rmap_walk_anon / rmap_walk_file: the (mm, vpn) pairs whose PTE maps `pfn`.
     pub fn rmap_mappings(&self, pfn: u32) -> Vec<(u32, u32)> {
+        self.rmap_walk(pfn, |p| pte::maps_frame(p) && pte::pfn(p) == pfn)
+    }
+
+    /// The places the folio's owner record says it may be mapped (anon_vma / i_mmap), kept
+    /// where the PTE there satisfies `keep`.
+    pub fn rmap_walk(&self, pfn: u32, keep: impl Fn(u64) -> bool) -> Vec<(u32, u32)> {
         let page = self.frames.get(pfn);
         let mut out = Vec::new();
         if page.has(pg::ANON) {
             let (mm, vpn) = (page.owner, page.index);
-            let p = self.mms[mm as usize].pgtable.get(vpn);
-            if pte::maps_frame(p) && pte::pfn(p) == pfn {
+            if keep(self.mms[mm as usize].pgtable.get(vpn)) {
                 out.push((mm, vpn));
             }
             return out;
@@ -38,8 +43,7 @@ impl Sim {
                     let pages = (vma.end - vma.start) >> PAGE_SHIFT;
                     if f == file && index >= pgoff && index < pgoff + pages {
                         let vpn = ((vma.start >> PAGE_SHIFT) + index - pgoff) as u32;
-                        let p = self.mms[mm as usize].pgtable.get(vpn);
-                        if pte::maps_frame(p) && pte::pfn(p) == pfn {
+                        if keep(self.mms[mm as usize].pgtable.get(vpn)) {
                             out.push((mm, vpn));
                         }
                     }

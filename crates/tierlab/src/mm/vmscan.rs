@@ -2,10 +2,15 @@
 //! `shrink_lruvec` → `shrink_active_list` / `shrink_inactive_list` → `shrink_folio_list`,
 //! the two-list LRU aging of linux-spec.md §2.5, and direct reclaim.
 //!
-//! There is no swap device yet and demotion comes with the tiering work, so
-//! `get_scan_count` picks SCAN_FILE: only page-cache pages are reclaimed, clean ones dropped.
+//! There is no swap device: without demotion `get_scan_count` picks SCAN_FILE and only clean
+//! page-cache pages are dropped; with a demotion target anon pages are reclaimable by
+//! demotion (`can_demote`, `demote_folio_list`).
 
-use crate::mm::mmzone::{lru_index, LRU_ACTIVE_FILE, LRU_INACTIVE_FILE};
+use crate::config::NUMA_BALANCING_MEMORY_TIERING;
+use crate::mm::migrate::{MigrateMode, MigrateTarget};
+use crate::mm::mmzone::{
+    lru_index, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE,
+};
 use crate::mm::page::pg;
 use crate::sim::{Event, Sim};
 use crate::stats::Vm;
@@ -35,9 +40,20 @@ fn int_sqrt(x: u64) -> u64 {
 
 impl Sim {
     /// pgdat_balanced: the zone has free pages above the high watermark.
+    /// In memory-tiering mode kswapd balances to the promo watermark (promotion headroom).
     pub fn pgdat_balanced(&self, n: usize) -> bool {
         let z = &self.nodes[n].zone;
-        z.watermark_ok(z.wmark.high)
+        let mark = if self.cfg.kernel.numa_balancing & NUMA_BALANCING_MEMORY_TIERING != 0 {
+            z.wmark.promo
+        } else {
+            z.wmark.high
+        };
+        z.watermark_ok(mark)
+    }
+
+    /// can_demote: demotion is enabled and the node has a demotion target.
+    pub fn can_demote(&self, n: usize) -> bool {
+        self.cfg.vm.demotion_enabled && !self.tiers.preferred[n].is_empty()
     }
 
     /// wakeup_kswapd: start the node's kswapd unless it is running, failing or not needed.
@@ -145,7 +161,32 @@ impl Sim {
         inactive * ratio < active
     }
 
-    /// shrink_node → shrink_lruvec with get_scan_count's SCAN_FILE targets.
+    /// get_scan_count: how many pages of each LRU list to scan at this priority. No swap:
+    /// SCAN_FILE unless anon can be demoted; SCAN_ANON when file pages are nearly gone;
+    /// otherwise SCAN_FRACT by swappiness (no refault costs are modelled).
+    pub fn get_scan_count(&self, n: usize, priority: u32) -> [u64; 4] {
+        let node = &self.nodes[n];
+        let size = |l: usize| node.lru_size(l) >> priority;
+        let file = node.lru_size(LRU_INACTIVE_FILE) + node.lru_size(LRU_ACTIVE_FILE);
+        let z = &node.zone;
+        if !self.can_demote(n) {
+            return [0, 0, size(LRU_INACTIVE_FILE), size(LRU_ACTIVE_FILE)];
+        }
+        if file + z.nr_free <= z.wmark.high {
+            return [size(LRU_INACTIVE_ANON), size(LRU_ACTIVE_ANON), 0, 0];
+        }
+        let ap = self.cfg.vm.swappiness as u64;
+        let fp = 200 - ap;
+        let frac = |l: usize, w: u64| size(l) * w / (ap + fp);
+        [
+            frac(LRU_INACTIVE_ANON, ap),
+            frac(LRU_ACTIVE_ANON, ap),
+            frac(LRU_INACTIVE_FILE, fp),
+            frac(LRU_ACTIVE_FILE, fp),
+        ]
+    }
+
+    /// shrink_node → shrink_lruvec: scan the lists in SWAP_CLUSTER_MAX chunks.
     pub fn shrink_node(
         &mut self,
         n: usize,
@@ -154,27 +195,35 @@ impl Sim {
         who: Reclaimer,
         nr_to_reclaim: u64,
     ) -> u64 {
-        let mut nr_inactive = self.nodes[n].lru_size(LRU_INACTIVE_FILE) >> priority;
-        let mut nr_active = self.nodes[n].lru_size(LRU_ACTIVE_FILE) >> priority;
+        let mut nr = self.get_scan_count(n, priority);
+        let may_deactivate = [
+            self.inactive_is_low(n, LRU_INACTIVE_ANON),
+            self.inactive_is_low(n, LRU_INACTIVE_FILE),
+        ];
         let mut reclaimed = 0;
-        while nr_inactive > 0 || nr_active > 0 {
-            if nr_active > 0 {
-                let scan = nr_active.min(SWAP_CLUSTER_MAX);
-                nr_active -= scan;
-                if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
-                    self.shrink_active_list(n, c, scan, LRU_ACTIVE_FILE);
+        while nr.iter().any(|&x| x > 0) {
+            for lru in 0..4 {
+                if nr[lru] == 0 {
+                    continue;
                 }
-            }
-            if nr_inactive > 0 {
-                let scan = nr_inactive.min(SWAP_CLUSTER_MAX);
-                nr_inactive -= scan;
-                reclaimed += self.shrink_inactive_list(n, c, scan, LRU_INACTIVE_FILE, who);
+                let scan = nr[lru].min(SWAP_CLUSTER_MAX);
+                nr[lru] -= scan;
+                if lru % 2 == 1 {
+                    if may_deactivate[lru / 2] {
+                        self.shrink_active_list(n, c, scan, lru);
+                    }
+                } else {
+                    reclaimed += self.shrink_inactive_list(n, c, scan, lru, who);
+                }
             }
             if reclaimed >= nr_to_reclaim {
                 break;
             }
         }
-        // Keep the inactive list from running dry (shrink_lruvec's final aging step).
+        // Keep the inactive lists from running dry (age anon only when it can be reclaimed).
+        if self.can_demote(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
+            self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
+        }
         if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
             self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
         }
@@ -277,43 +326,69 @@ impl Sim {
         FolioRef::Reclaim
     }
 
-    /// shrink_folio_list: decide each folio's fate; unmap with a batched flush; flush before
-    /// freeing; put back what stays.
+    /// shrink_folio_list: decide each folio's fate; demote what can be demoted; unmap the rest
+    /// with a batched flush; flush before freeing; put back what stays.
     pub fn shrink_folio_list(&mut self, c: usize, list: Vec<u32>, who: Reclaimer) -> u64 {
+        let Some(&first) = list.first() else {
+            return 0;
+        };
+        let n = self.frames.get(first).node as usize;
         let mut to_free = Vec::new();
         let mut keep = Vec::new();
-        for pfn in list {
-            let verdict = self.folio_check_references(pfn);
-            let anon = self.frames.get(pfn).has(pg::ANON);
-            match verdict {
-                FolioRef::Activate => {
-                    self.frames.get_mut(pfn).flags |= pg::ACTIVE;
-                    self.vm.inc(Vm::PgActivate);
-                    keep.push(pfn);
-                }
-                FolioRef::Keep => keep.push(pfn),
-                FolioRef::Reclaim | FolioRef::ReclaimClean => {
-                    if anon {
-                        // No swap and no demotion: anon folios cannot be reclaimed.
+        let mut demote = Vec::new();
+        let mut do_demote_pass = self.can_demote(n);
+        let mut pending = list;
+        let mut nr_demoted = 0;
+        loop {
+            for pfn in pending {
+                let verdict = self.folio_check_references(pfn);
+                let anon = self.frames.get(pfn).has(pg::ANON);
+                match verdict {
+                    FolioRef::Activate => {
                         self.frames.get_mut(pfn).flags |= pg::ACTIVE;
                         self.vm.inc(Vm::PgActivate);
                         keep.push(pfn);
-                        continue;
                     }
-                    if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(c, pfn) {
-                        keep.push(pfn);
-                        continue;
+                    FolioRef::Keep => keep.push(pfn),
+                    FolioRef::Reclaim | FolioRef::ReclaimClean => {
+                        if do_demote_pass {
+                            // Dirty and clean alike, still mapped: migration unmaps them.
+                            demote.push(pfn);
+                            continue;
+                        }
+                        if anon {
+                            // No swap: an anon folio that cannot be demoted is activated.
+                            self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+                            self.vm.inc(Vm::PgActivate);
+                            keep.push(pfn);
+                            continue;
+                        }
+                        if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(c, pfn) {
+                            keep.push(pfn);
+                            continue;
+                        }
+                        if self.frames.get(pfn).has(pg::DIRTY) {
+                            // Dirty page cache goes to the flusher threads; it is reclaimable
+                            // once clean (the write-back I/O is not modelled).
+                            self.frames.get_mut(pfn).flags &= !pg::DIRTY;
+                            keep.push(pfn);
+                            continue;
+                        }
+                        to_free.push(pfn);
                     }
-                    if self.frames.get(pfn).has(pg::DIRTY) {
-                        // Dirty page cache goes to the flusher threads; it is reclaimable once
-                        // clean (the write-back I/O is not modelled).
-                        self.frames.get_mut(pfn).flags &= !pg::DIRTY;
-                        keep.push(pfn);
-                        continue;
-                    }
-                    to_free.push(pfn);
                 }
             }
+            if demote.is_empty() {
+                break;
+            }
+            let (moved, failed) = self.demote_folio_list(c, n, std::mem::take(&mut demote), who);
+            nr_demoted += moved;
+            if failed.is_empty() {
+                break;
+            }
+            // Demotion failed for some: retry them with normal reclaim.
+            do_demote_pass = false;
+            pending = failed;
         }
         // try_to_unmap_flush before any unmapped frame goes back to the allocator.
         self.try_to_unmap_flush(c);
@@ -327,16 +402,56 @@ impl Sim {
         for pfn in keep {
             self.putback_folio(pfn);
         }
+        let steal = if who == Reclaimer::Kswapd {
+            Vm::PgStealKswapd
+        } else {
+            Vm::PgStealDirect
+        };
+        self.vm.add(steal, freed + nr_demoted);
+        self.vm.add(Vm::PgStealFile, freed);
+        freed + nr_demoted
+    }
+
+    /// demote_folio_list: migrate to next_demotion_node, falling back to the other lower-tier
+    /// nodes; no direct reclaim on the target. Returns (demoted, failed).
+    fn demote_folio_list(
+        &mut self,
+        c: usize,
+        n: usize,
+        folios: Vec<u32>,
+        who: Reclaimer,
+    ) -> (u64, Vec<u32>) {
+        let Some(target) = self.tiers.next_demotion_node(n, &mut self.rng) else {
+            return (0, folios);
+        };
+        let anon: Vec<bool> = folios
+            .iter()
+            .map(|&p| self.frames.get(p).has(pg::ANON))
+            .collect();
+        let first_pfns = folios.clone();
+        let allowed = self.tiers.lower_tier_mask[n].clone();
+        let (moved, failed) = self.migrate_pages(
+            c,
+            folios,
+            &MigrateTarget::Demote { target, allowed },
+            MigrateMode::Async,
+        );
+        // pgsteal_anon/file for the demoted folios (nr_reclaimed includes them).
+        for (pfn, a) in first_pfns.iter().zip(anon) {
+            if !failed.contains(pfn) {
+                self.vm
+                    .inc(if a { Vm::PgStealAnon } else { Vm::PgStealFile });
+            }
+        }
         self.vm.add(
             if who == Reclaimer::Kswapd {
-                Vm::PgStealKswapd
+                Vm::PgDemoteKswapd
             } else {
-                Vm::PgStealDirect
+                Vm::PgDemoteDirect
             },
-            freed,
+            moved,
         );
-        self.vm.add(Vm::PgStealFile, freed);
-        freed
+        (moved, failed)
     }
 
     /// __remove_mapping: drop a clean, unmapped folio from the page cache.

@@ -1,0 +1,165 @@
+//! Page migration (mm/migrate.c, try_to_migrate in mm/rmap.c): `migrate_pages` in batches of
+//! up to 512 pages — unmap every folio into migration entries, one TLB flush, copy, remap
+//! from the migration entries, free the sources.
+
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SIZE};
+use crate::sim::Sim;
+use crate::stats::Vm;
+
+/// NR_MAX_BATCHED_MIGRATION (HPAGE_PMD_NR)
+pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrateMode {
+    /// MIGRATE_ASYNC: unmaps with TTU_BATCH_FLUSH (demotion, promotion).
+    Async,
+    /// MIGRATE_SYNC: each PTE is cleared and flushed at once (move_pages, mbind).
+    Sync,
+}
+
+/// Where migration targets come from (the get_new_folio callbacks).
+#[derive(Clone, Debug)]
+pub enum MigrateTarget {
+    /// alloc_migrate_folio for demotion: the target node, then the other allowed lower nodes;
+    /// GFP_NOWAIT may wake their kswapd but never reclaims directly.
+    Demote { target: usize, allowed: Vec<u8> },
+    /// alloc_misplaced_dst_folio (promotion): __GFP_THISNODE without __GFP_RECLAIM.
+    Misplaced(usize),
+    /// move_pages(2) / alloc_migration_target: __GFP_THISNODE, kswapd may be woken.
+    Node(usize),
+}
+
+impl Sim {
+    fn alloc_migration_target(&mut self, c: usize, target: &MigrateTarget) -> Option<u32> {
+        match target {
+            MigrateTarget::Demote { target, allowed } => {
+                if let Some(p) = self.alloc_page_thisnode(c, *target, true) {
+                    return Some(p);
+                }
+                allowed
+                    .iter()
+                    .filter(|&&n| n as usize != *target)
+                    .find_map(|&n| self.alloc_page_thisnode(c, n as usize, true))
+            }
+            MigrateTarget::Misplaced(n) => self.alloc_page_thisnode(c, *n, false),
+            MigrateTarget::Node(n) => self.alloc_page_thisnode(c, *n, true),
+        }
+    }
+
+    /// migrate_pages: move isolated folios. Returns the number moved and the folios that
+    /// could not be (still isolated, for the caller to put back).
+    pub fn migrate_pages(
+        &mut self,
+        c: usize,
+        folios: Vec<u32>,
+        target: &MigrateTarget,
+        mode: MigrateMode,
+    ) -> (u64, Vec<u32>) {
+        let mut failed = Vec::new();
+        let mut succeeded = 0u64;
+        for batch in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
+            // Phase 1: allocate and unmap every folio of the batch (migrate_folio_unmap).
+            let mut moving = Vec::with_capacity(batch.len());
+            let mut out_of_memory = false;
+            for &src in batch {
+                if out_of_memory {
+                    failed.push(src);
+                    continue;
+                }
+                match self.alloc_migration_target(c, target) {
+                    Some(dst) => {
+                        self.try_to_migrate(c, src, mode == MigrateMode::Async);
+                        moving.push((src, dst));
+                    }
+                    None => {
+                        out_of_memory = true;
+                        failed.push(src);
+                    }
+                }
+            }
+            // Phase 2: one flush for everything unmapped in this batch.
+            self.try_to_unmap_flush(c);
+            // Phase 3: copy and remap (migrate_folios_move).
+            for (src, dst) in moving {
+                self.migrate_folio_move(c, src, dst);
+                succeeded += 1;
+            }
+        }
+        self.vm.add(Vm::PgMigrateSuccess, succeeded);
+        self.vm.add(Vm::PgMigrateFail, failed.len() as u64);
+        (succeeded, failed)
+    }
+
+    /// try_to_migrate: replace every PTE mapping `src` by a migration entry that keeps the
+    /// write permission; queue the TLB flush in tlb_ubc when batching, else flush now.
+    /// Young and dirty are not kept in the entry yet (kernels before 6.1), so the remapped PTE
+    /// comes back old and clean.
+    pub fn try_to_migrate(&mut self, c: usize, src: u32, batch: bool) {
+        for (mm, vpn) in self.rmap_mappings(src) {
+            let old = self.mms[mm as usize].pgtable.get(vpn);
+            let mut entry = pte::mk(src, pte::MIGRATION);
+            if old & pte::WRITE != 0 {
+                entry |= pte::MIG_WRITE;
+            }
+            self.mms[mm as usize].pgtable.set(vpn, entry);
+            let page = self.frames.get_mut(src);
+            page.mapcount -= 1;
+            if old & pte::DIRTY != 0 {
+                page.flags |= pg::DIRTY;
+            }
+            if batch && self.mms[mm as usize].cpumask.any_but(c) {
+                self.set_tlb_ubc_flush_pending(mm as usize, old);
+            } else if pte::present(old) {
+                // ptep_clear_flush flushes only an accessible PTE.
+                self.flush_tlb_mm_range(c, mm as usize, vpn, vpn + 1);
+            }
+        }
+    }
+
+    /// migrate_folio_move: copy the data and flags, switch the page cache slot, put the new
+    /// folio on its node's LRU, restore the mappings and free the source.
+    fn migrate_folio_move(&mut self, c: usize, src: u32, dst: u32) {
+        let (sn, dn) = (self.node_of_pfn(src), self.node_of_pfn(dst));
+        let gbps = self.cfg.machine.nodes[sn]
+            .read_bandwidth_gbps
+            .min(self.cfg.machine.nodes[dn].write_bandwidth_gbps)
+            .min(self.cost.migrate_copy_gbps);
+        let copy = self.ns_to_cycles(PAGE_SIZE as f64 / gbps);
+        self.charge_sys(c, copy + self.cost.migrate_page_cycles as u64);
+
+        let s = *self.frames.get(src);
+        const KEPT: u16 =
+            pg::ANON | pg::ACTIVE | pg::REFERENCED | pg::DIRTY | pg::WORKINGSET | pg::EXEC;
+        {
+            let d = self.frames.get_mut(dst);
+            d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);
+            d.owner = s.owner;
+            d.index = s.index;
+            d.mapcount = 0;
+            // folio_migrate_flags: the access time (cpupid) resets when crossing tiers.
+            d.numa_access_ms = if self.tiers.node_is_toptier(sn) == self.tiers.node_is_toptier(dn) {
+                s.numa_access_ms
+            } else {
+                0
+            };
+        }
+        if !s.has(pg::ANON) {
+            self.files[s.owner as usize].pages[s.index as usize] = dst;
+        }
+        self.lru_del_and_uncharge(src);
+        self.lru_add_folio(dst);
+        // remove_migration_ptes
+        let entries = self.rmap_walk(dst, |p| p & pte::MIGRATION != 0 && pte::pfn(p) == src);
+        for (mm, vpn) in entries {
+            let old = self.mms[mm as usize].pgtable.get(vpn);
+            let mut new = pte::mk(dst, pte::PRESENT);
+            if old & pte::MIG_WRITE != 0 {
+                new |= pte::WRITE;
+            }
+            self.mms[mm as usize].pgtable.set(vpn, new);
+            self.frames.get_mut(dst).mapcount += 1;
+        }
+        self.free_frame(c, src);
+    }
+}
