@@ -113,6 +113,13 @@ impl Sim {
                             "contention_percent": 100.0 * z.lock.wait_cycles as f64 / (total as f64 * self.cpus.len() as f64),
                         },
                         "kswapd_failures": node.kswapd_failures,
+                        "toptier": self.tiers.node_is_toptier(n),
+                        "demotion_targets": self.tiers.preferred[n],
+                        "accesses": node.accesses,
+                        "pgpromote_success": node.numab.pgpromote_success,
+                        "pgpromote_candidate": node.numab.pgpromote_candidate,
+                        "pgdemote": node.numab.pgdemote,
+                        "hot_threshold_ms": if node.numab.nbp_threshold == 0 { self.cfg.kernel.numa_balancing_hot_threshold_ms } else { node.numab.nbp_threshold },
                     })
                 })
                 .collect(),
@@ -124,16 +131,21 @@ impl Sim {
             self.timeline
                 .iter()
                 .map(|s| {
-                    json!({
-                        "t_ms": s.t_ms,
-                        "work": s.work,
-                        "pgfault": s.pgfault,
-                        "pgscan_kswapd": s.pgscan_kswapd,
-                        "pgsteal_kswapd": s.pgsteal_kswapd,
-                        "tlb_shootdowns": s.tlb_shootdowns,
-                        "dTLB-load-misses": s.dtlb_load_misses,
-                        "nodes": s.nodes.iter().map(|(f, a, fi)| json!({"free": f, "anon": a, "file": fi})).collect::<Vec<_>>(),
-                    })
+                    let mut m = Map::new();
+                    m.insert("t_ms".into(), s.t_ms.into());
+                    m.insert("work".into(), s.work.into());
+                    for (v, n) in crate::sim::TIMELINE_VM.iter().zip(&s.vm) {
+                        m.insert(v.name().into(), (*n).into());
+                    }
+                    m.insert("tlb_shootdowns".into(), s.tlb_shootdowns.into());
+                    m.insert("dTLB-load-misses".into(), s.dtlb_load_misses.into());
+                    let nodes: Vec<Value> = s
+                        .nodes
+                        .iter()
+                        .map(|(f, a, fi, acc)| json!({"free": f, "anon": a, "file": fi, "accesses": acc}))
+                        .collect();
+                    m.insert("nodes".into(), Value::Array(nodes));
+                    Value::Object(m)
                 })
                 .collect(),
         )

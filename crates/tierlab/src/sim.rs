@@ -79,15 +79,30 @@ impl std::error::Error for SimError {}
 #[derive(Clone, Debug)]
 pub struct Sample {
     pub t_ms: f64,
-    /// Per node: (free pages incl. pcp, anon pages, file pages).
-    pub nodes: Vec<(u64, u64, u64)>,
+    /// Per node: (free pages incl. pcp, anon pages, file pages, accesses served so far).
+    pub nodes: Vec<(u64, u64, u64, u64)>,
     pub work: u64,
-    pub pgfault: u64,
-    pub pgscan_kswapd: u64,
-    pub pgsteal_kswapd: u64,
+    /// The TIMELINE_VM counters, cumulative.
+    pub vm: Vec<u64>,
     pub tlb_shootdowns: u64,
     pub dtlb_load_misses: u64,
 }
+
+/// vmstat counters recorded in every timeline sample.
+pub const TIMELINE_VM: [crate::stats::Vm; 9] = {
+    use crate::stats::Vm::*;
+    [
+        PgFault,
+        PgScanKswapd,
+        PgStealKswapd,
+        PgDemoteKswapd,
+        PgPromoteSuccess,
+        NumaHintFaults,
+        NumaPteUpdates,
+        PgMigrateSuccess,
+        AllocStallNormal,
+    ]
+};
 
 pub struct Sim {
     pub cfg: Config,
@@ -198,6 +213,8 @@ impl Sim {
                 nr_anon: 0,
                 nr_file: 0,
                 kswapd_slept_at: 0,
+                numab: Default::default(),
+                accesses: 0,
             });
         }
 
@@ -416,7 +433,14 @@ impl Sim {
         let nodes = self
             .nodes
             .iter()
-            .map(|n| (n.zone.nr_free + n.zone.pcp_pages(), n.nr_anon, n.nr_file))
+            .map(|n| {
+                (
+                    n.zone.nr_free + n.zone.pcp_pages(),
+                    n.nr_anon,
+                    n.nr_file,
+                    n.accesses,
+                )
+            })
             .collect();
         let (mut tlb, mut dtlb) = (0, 0);
         for c in &self.cpus {
@@ -427,9 +451,7 @@ impl Sim {
             t_ms: self.cycles_to_s(t) * 1e3,
             nodes,
             work: self.threads.iter().map(|t| t.work).sum(),
-            pgfault: self.vm.get(crate::stats::Vm::PgFault),
-            pgscan_kswapd: self.vm.get(crate::stats::Vm::PgScanKswapd),
-            pgsteal_kswapd: self.vm.get(crate::stats::Vm::PgStealKswapd),
+            vm: TIMELINE_VM.iter().map(|&v| self.vm.get(v)).collect(),
             tlb_shootdowns: tlb,
             dtlb_load_misses: dtlb,
         });
@@ -523,6 +545,8 @@ impl Sim {
         self.threads[tid].pos = pos;
         self.threads[tid].buf = buf;
         self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+        let mm = self.threads[tid].mm as usize;
+        self.task_tick_numa(c, mm);
         self.maybe_preempt(c);
     }
 
@@ -565,8 +589,11 @@ impl Sim {
     }
 
     #[inline]
-    fn mem_cycles(&self, pfn: u32, store: bool) -> u64 {
-        self.nodes[self.node_of_pfn(pfn)].latency_cycles[store as usize] as u64
+    fn mem_cycles(&mut self, pfn: u32, store: bool) -> u64 {
+        let n = self.node_of_pfn(pfn);
+        let node = &mut self.nodes[n];
+        node.accesses += 1;
+        node.latency_cycles[store as usize] as u64
     }
 
     /// TLB miss (or a store through a clean/read-only entry): walk the page table, set the

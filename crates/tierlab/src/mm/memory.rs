@@ -42,11 +42,7 @@ impl Sim {
                 self.do_file_fault(c, mm, &vma, vpn, store)
             }
         } else if p & pte::PROTNONE != 0 {
-            // NUMA hint fault: do_numa_page (the tiering issue adds promotion here).
-            self.vm.inc(Vm::NumaHintFaults);
-            let slot = self.mms[mm].pgtable.entry(vpn);
-            *slot = (*slot & !pte::PROTNONE) | pte::PRESENT;
-            self.charge_sys(c, self.cost.wp_fault_cycles as u64);
+            self.do_numa_page(c, mm, vpn, p);
             Ok(())
         } else if p & pte::MIGRATION != 0 {
             Err("fault on a migration entry: no migration is modelled yet".into())

@@ -87,6 +87,8 @@ pub struct Mm {
     pub rss_file: u64,
     /// Live threads; the mm is torn down when it reaches zero after having had threads.
     pub users: u32,
+    /// NUMA-balancing scanner state.
+    pub numa: crate::mm::numa_balancing::NumaScanState,
 }
 
 impl Mm {
@@ -101,6 +103,7 @@ impl Mm {
             rss_anon: 0,
             rss_file: 0,
             users: 0,
+            numa: Default::default(),
         }
     }
 

@@ -43,6 +43,10 @@ pub struct Pgdat {
     pub nr_file: u64,
     /// When kswapd last went to sleep (for kswapd_*_wmark_hit_quickly).
     pub kswapd_slept_at: u64,
+    /// NUMA-balancing promotion state (nbp_* fields) and per-node tiering counters.
+    pub numab: crate::mm::numa_balancing::NumaBalancingNode,
+    /// Memory accesses served from this node (after the TLB).
+    pub accesses: u64,
 }
 
 impl Pgdat {

@@ -8,6 +8,7 @@ pub mod migrate;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
+pub mod numa_balancing;
 pub mod page;
 pub mod page_alloc;
 pub mod pgtable;

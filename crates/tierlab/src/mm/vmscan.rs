@@ -246,8 +246,23 @@ impl Sim {
         out
     }
 
+    /// folio_isolate_lru: take a folio off its LRU for migration.
+    pub fn folio_isolate_lru(&mut self, pfn: u32) -> bool {
+        let p = *self.frames.get(pfn);
+        if !p.has(pg::LRU) {
+            return false;
+        }
+        let node = &mut self.nodes[p.node as usize];
+        let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
+        self.frames.list_del(&mut node.lru[lru], pfn);
+        node.nr_isolated += 1;
+        let f = self.frames.get_mut(pfn);
+        f.flags = (f.flags & !pg::LRU) | pg::ISOLATED;
+        true
+    }
+
     /// putback: an isolated folio returns to the head of the list its flags name.
-    fn putback_folio(&mut self, pfn: u32) {
+    pub fn putback_folio(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         p.flags = (p.flags & !pg::ISOLATED) | pg::LRU;
         let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
@@ -451,6 +466,7 @@ impl Sim {
             },
             moved,
         );
+        self.nodes[n].numab.pgdemote += moved;
         (moved, failed)
     }
 

@@ -1,0 +1,355 @@
+//! NUMA balancing in memory-tiering mode (kernel/sched/fair.c, mm/memory.c, mm/mprotect.c):
+//! the `task_numa_work` scanner that makes slow-tier PTEs PROT_NONE, the hint fault
+//! (`do_numa_page`), `should_numa_migrate_memory` with the hot threshold, the promotion rate
+//! limit and the 60-second threshold adjustment, and promotion (`migrate_misplaced_folio`).
+//!
+//! Mode 1 (NUMA_BALANCING_NORMAL) is scanned and counted, but its task-placement filter
+//! (cpupid two-stage filter, group fault ratios) is not modelled: such faults never migrate.
+
+use crate::config::{NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL};
+use crate::mm::migrate::{MigrateMode, MigrateTarget};
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::sim::Sim;
+use crate::stats::Vm;
+use crate::workload::{prot, Backing};
+
+/// MAX_SCAN_WINDOW (MB/s)
+pub const MAX_SCAN_WINDOW: u64 = 2560;
+/// NUMA_MIGRATION_ADJUST_STEPS
+pub const NUMA_MIGRATION_ADJUST_STEPS: u64 = 16;
+
+/// Per-node promotion state kept in pglist_data.
+#[derive(Clone, Debug, Default)]
+pub struct NumaBalancingNode {
+    pub nbp_rl_start: u64,
+    pub nbp_rl_nr_cand: u64,
+    /// Current hot threshold in ms (0: the default).
+    pub nbp_threshold: u64,
+    pub nbp_th_start: u64,
+    pub nbp_th_nr_cand: u64,
+    /// PGPROMOTE_CANDIDATE of this node.
+    pub pgpromote_candidate: u64,
+    pub pgpromote_success: u64,
+    pub pgdemote: u64,
+}
+
+/// Per-mm scanner state (mm->numa_next_scan, numa_scan_offset, numa_scan_seq).
+#[derive(Clone, Debug, Default)]
+pub struct NumaScanState {
+    /// Cycles; 0 until the first tick sets now + scan_delay.
+    pub next_scan: u64,
+    pub scan_offset: u64,
+    pub scan_seq: u32,
+}
+
+impl Sim {
+    pub fn tiering_mode(&self) -> bool {
+        self.cfg.kernel.numa_balancing & NUMA_BALANCING_MEMORY_TIERING != 0
+    }
+
+    /// Simulated milliseconds at CPU `c` (jiffies_to_msecs(jiffies)).
+    pub fn now_ms(&self, c: usize) -> u64 {
+        (self.cpus[c].clock as f64 / (self.cycles_per_ns * 1e6)) as u64
+    }
+
+    /// task_scan_min: max(1000 / (MAX_SCAN_WINDOW / scan_size), scan_period_min / windows) ms,
+    /// with windows = RSS in scan_size chunks. In mode 2 the period stays here (§3.2).
+    pub fn task_scan_min_ms(&self, mm: usize) -> u64 {
+        let k = &self.cfg.kernel;
+        let nr_scan_pages = k.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT);
+        let rss = self.mms[mm].rss_anon + self.mms[mm].rss_file;
+        let windows = rss.div_ceil(nr_scan_pages).max(1);
+        let floor = 1000 / (MAX_SCAN_WINDOW / k.numa_balancing_scan_size_mb).max(1);
+        floor.max(k.numa_balancing_scan_period_min_ms / windows)
+    }
+
+    /// task_tick_numa: after a thread's quantum, queue the scan work if the mm is due.
+    pub(crate) fn task_tick_numa(&mut self, c: usize, mm: usize) {
+        if self.cfg.kernel.numa_balancing == 0 {
+            return;
+        }
+        let now = self.cpus[c].clock;
+        let delay = self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+        let state = &mut self.mms[mm].numa;
+        if state.next_scan == 0 {
+            state.next_scan = now + delay;
+            return;
+        }
+        if now >= state.next_scan {
+            self.task_numa_work(c, mm);
+        }
+    }
+
+    /// task_numa_work: mark up to scan_size MB of PTEs PROT_NONE, continuing where the last
+    /// pass stopped; the top tier is skipped in pure tiering mode.
+    pub fn task_numa_work(&mut self, c: usize, mm: usize) {
+        let period = self.task_scan_min_ms(mm);
+        let now = self.cpus[c].clock;
+        self.mms[mm].numa.next_scan = now + self.ns_to_cycles(period as f64 * 1e6);
+        let mut pages = (self.cfg.kernel.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT)) as i64;
+        let mut virtpages = pages * 8;
+        let mut start = self.mms[mm].numa.scan_offset;
+        let mut i = self.mms[mm].vma_index_from(start);
+        if i >= self.mms[mm].vmas.len() {
+            // reset_ptenuma_scan
+            self.mms[mm].numa.scan_seq += 1;
+            start = 0;
+            i = 0;
+        }
+        const HPAGE: u64 = 2 << 20;
+        while i < self.mms[mm].vmas.len() {
+            let vma = self.mms[mm].vmas[i];
+            i += 1;
+            let readonly_file = matches!(vma.backing, Backing::File { .. }) && !vma.writable();
+            let accessible = vma.prot & (prot::READ | prot::WRITE | prot::EXEC) != 0;
+            if readonly_file || !accessible {
+                continue;
+            }
+            let mut s = start.max(vma.start);
+            while s < vma.end {
+                let e = ((s + pages as u64 * 4096).div_ceil(HPAGE) * HPAGE).min(vma.end);
+                let chunk = ((e - s) >> PAGE_SHIFT) as i64;
+                let n = self.change_prot_numa(
+                    c,
+                    mm,
+                    (s >> PAGE_SHIFT) as u32,
+                    (e >> PAGE_SHIFT) as u32,
+                );
+                if n > 0 {
+                    pages -= chunk;
+                }
+                virtpages -= chunk;
+                s = e;
+                if pages <= 0 || virtpages <= 0 {
+                    self.mms[mm].numa.scan_offset = s;
+                    return;
+                }
+            }
+            start = vma.end;
+        }
+        // Reached the end of the address space: start over next time.
+        self.mms[mm].numa.scan_offset = 0;
+        self.mms[mm].numa.scan_seq += 1;
+    }
+
+    /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the
+    /// scan time in slow-tier folios; flush the range if anything changed.
+    pub fn change_prot_numa(&mut self, c: usize, mm: usize, s: u32, e: u32) -> u64 {
+        let tiering = self.tiering_mode();
+        let normal = self.cfg.kernel.numa_balancing & NUMA_BALANCING_NORMAL != 0;
+        let now_ms = self.now_ms(c) as u32;
+        let mut n = 0u64;
+        for vpn in s..e {
+            let p = self.mms[mm].pgtable.get(vpn);
+            if !pte::present(p) {
+                continue;
+            }
+            let pfn = pte::pfn(p);
+            if pfn == self.zero_pfn {
+                continue;
+            }
+            let nid = self.node_of_pfn(pfn);
+            let toptier = self.tiers.node_is_toptier(nid);
+            if toptier && !normal {
+                continue;
+            }
+            let page = self.frames.get_mut(pfn);
+            if !page.has(pg::ANON) && page.has(pg::DIRTY) {
+                continue;
+            }
+            if tiering && !toptier {
+                page.numa_access_ms = now_ms;
+            }
+            self.mms[mm]
+                .pgtable
+                .set(vpn, (p & !pte::PRESENT) | pte::PROTNONE);
+            n += 1;
+        }
+        let cycles = self.cost.numa_scan_pte_cycles as u64 * (e - s) as u64
+            + self.cost.pte_update_cycles as u64 * n;
+        self.charge_sys(c, cycles);
+        self.vm.add(Vm::NumaPteUpdates, n);
+        if n > 0 {
+            self.flush_tlb_mm_range(c, mm, s, e);
+        }
+        n
+    }
+
+    /// do_numa_page: a hint fault on a PROT_NONE PTE. Promote if the policy says so,
+    /// otherwise restore the PTE.
+    pub(crate) fn do_numa_page(&mut self, c: usize, mm: usize, vpn: u32, p: u64) {
+        self.charge_sys(c, self.cost.numa_hint_fault_cycles as u64);
+        let pfn = pte::pfn(p);
+        let nid = self.node_of_pfn(pfn);
+        let this = self.cpus[c].node as usize;
+        // numa_migrate_check
+        self.vm.inc(Vm::NumaHintFaults);
+        if nid == this {
+            self.vm.inc(Vm::NumaHintFaultsLocal);
+        }
+        // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
+        if nid != this
+            && self.should_numa_migrate_memory(c, pfn, nid, this)
+            && self.migrate_misplaced_folio_prepare(pfn, this)
+            && self.migrate_misplaced_folio(c, pfn, nid, this)
+        {
+            return;
+        }
+        // out_map: make the PTE accessible again.
+        let slot = self.mms[mm].pgtable.entry(vpn);
+        if *slot & pte::PROTNONE != 0 {
+            *slot = (*slot & !pte::PROTNONE) | pte::PRESENT | pte::YOUNG;
+        }
+    }
+
+    /// should_numa_migrate_memory, memory-tiering branch (§3.5).
+    pub fn should_numa_migrate_memory(
+        &mut self,
+        c: usize,
+        pfn: u32,
+        src: usize,
+        dst: usize,
+    ) -> bool {
+        if !self.tiering_mode() || self.tiers.node_is_toptier(src) {
+            // Classic NUMA-balancing placement is not modelled (see the module comment).
+            return false;
+        }
+        if self.pgdat_free_space_enough(dst) {
+            self.nodes[dst].numab.nbp_threshold = 0;
+            return true;
+        }
+        let now = self.now_ms(c);
+        let k = &self.cfg.kernel;
+        let def_th = k.numa_balancing_hot_threshold_ms;
+        let rate_limit = k.numa_balancing_promote_rate_limit_mbps << (20 - PAGE_SHIFT);
+        self.numa_promotion_adjust_threshold(dst, rate_limit, def_th, now);
+        let th = match self.nodes[dst].numab.nbp_threshold {
+            0 => def_th,
+            t => t,
+        };
+        // numa_hint_fault_latency: now minus the scan time, and the folio remembers now.
+        let page = self.frames.get_mut(pfn);
+        let latency = (now as u32).wrapping_sub(page.numa_access_ms) as u64;
+        page.numa_access_ms = now as u32;
+        if latency >= th {
+            return false;
+        }
+        !self.numa_promotion_rate_limit(dst, rate_limit, 1, now)
+    }
+
+    /// pgdat_free_space_enough: free above promo + max(1 GiB, node size / 16).
+    pub fn pgdat_free_space_enough(&self, n: usize) -> bool {
+        let z = &self.nodes[n].zone;
+        let enough = (1u64 << (30 - PAGE_SHIFT)).max(z.managed_pages >> 4);
+        z.watermark_ok(z.wmark.promo + enough)
+    }
+
+    /// numa_promotion_rate_limit: count the candidate; true when this second's candidates
+    /// already reach the limit.
+    pub fn numa_promotion_rate_limit(
+        &mut self,
+        n: usize,
+        rate_limit: u64,
+        nr: u64,
+        now_ms: u64,
+    ) -> bool {
+        self.vm.add(Vm::PgPromoteCandidate, nr);
+        let st = &mut self.nodes[n].numab;
+        st.pgpromote_candidate += nr;
+        let nr_cand = st.pgpromote_candidate;
+        if now_ms.saturating_sub(st.nbp_rl_start) > 1000 {
+            st.nbp_rl_start = now_ms;
+            st.nbp_rl_nr_cand = nr_cand;
+        }
+        nr_cand - st.nbp_rl_nr_cand >= rate_limit
+    }
+
+    /// numa_promotion_adjust_threshold: every scan_period_max, move the threshold one step
+    /// (ref_th / 8) toward the rate limit, within [ref_th / 8, 2 × ref_th].
+    pub fn numa_promotion_adjust_threshold(
+        &mut self,
+        n: usize,
+        rate_limit: u64,
+        ref_th: u64,
+        now_ms: u64,
+    ) {
+        let period = self.cfg.kernel.numa_balancing_scan_period_max_ms;
+        let st = &mut self.nodes[n].numab;
+        if now_ms.saturating_sub(st.nbp_th_start) <= period {
+            return;
+        }
+        st.nbp_th_start = now_ms;
+        let ref_cand = rate_limit * period / 1000;
+        let nr_cand = st.pgpromote_candidate;
+        let diff_cand = nr_cand - st.nbp_th_nr_cand;
+        let unit_th = ref_th * 2 / NUMA_MIGRATION_ADJUST_STEPS;
+        let mut th = if st.nbp_threshold != 0 {
+            st.nbp_threshold
+        } else {
+            ref_th
+        };
+        if diff_cand > ref_cand * 11 / 10 {
+            th = th.saturating_sub(unit_th).max(unit_th);
+        } else if diff_cand < ref_cand * 9 / 10 {
+            th = (th + unit_th).min(ref_th * 2);
+        }
+        st.nbp_th_nr_cand = nr_cand;
+        st.nbp_threshold = th;
+    }
+
+    /// migrate_balanced_pgdat: the target has free pages above high + nr.
+    pub fn migrate_balanced_pgdat(&self, n: usize, nr: u64) -> bool {
+        let z = &self.nodes[n].zone;
+        z.watermark_ok(z.wmark.high + nr)
+    }
+
+    /// migrate_misplaced_folio_prepare: refuse when the target is short of memory (and wake
+    /// its kswapd to demote), or for dirty / shared-exec file folios; isolate from the LRU.
+    pub fn migrate_misplaced_folio_prepare(&mut self, pfn: u32, target: usize) -> bool {
+        let page = *self.frames.get(pfn);
+        if !page.has(pg::ANON) && (page.has(pg::DIRTY) || (page.has(pg::EXEC) && page.mapcount > 1))
+        {
+            return false;
+        }
+        if !self.migrate_balanced_pgdat(target, 1) {
+            if self.tiering_mode() {
+                self.wakeup_kswapd(target);
+            }
+            return false;
+        }
+        self.folio_isolate_lru(pfn)
+    }
+
+    /// migrate_misplaced_folio: promote one isolated folio; counts numa_pages_migrated and
+    /// pgpromote_success. On failure the folio goes back to its LRU.
+    pub fn migrate_misplaced_folio(
+        &mut self,
+        c: usize,
+        pfn: u32,
+        src: usize,
+        target: usize,
+    ) -> bool {
+        let (moved, failed) = self.migrate_pages(
+            c,
+            vec![pfn],
+            &MigrateTarget::Misplaced(target),
+            MigrateMode::Async,
+        );
+        for f in failed {
+            self.putback_folio(f);
+        }
+        if moved == 0 {
+            return false;
+        }
+        self.vm.add(Vm::NumaPagesMigrated, moved);
+        if self.tiering_mode()
+            && !self.tiers.node_is_toptier(src)
+            && self.tiers.node_is_toptier(target)
+        {
+            self.vm.add(Vm::PgPromoteSuccess, moved);
+            self.nodes[target].numab.pgpromote_success += moved;
+        }
+        true
+    }
+}

@@ -1,0 +1,481 @@
+//! Tiering rules against linux-spec.md §2–5: scanning, hint faults, promotion policy, the
+//! rate limit and threshold adjustment, demotion and its fallback, migration batching and
+//! TLB flushing. The strict invariant checker runs in every test.
+
+use tierlab::mm::migrate::{MigrateMode, MigrateTarget};
+use tierlab::mm::pgtable::pte;
+use tierlab::stats::Vm;
+use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
+use tierlab::{Config, Sim};
+
+const PAGE: u64 = 4096;
+const BASE: u64 = 0x1000_0000;
+
+/// 4 CPUs on a 16 MiB DRAM node plus a 64 MiB CPU-less slow node; fast scanner settings.
+fn tiered(extra: &str) -> Config {
+    let text = format!(
+        r#"
+[machine]
+cpus = 4
+[[machine.nodes]]
+name = "dram"
+capacity_mib = 16
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-3"
+[[machine.nodes]]
+name = "cxl"
+capacity_mib = 64
+read_latency_ns = 250
+write_latency_ns = 250
+read_bandwidth_gbps = 30
+write_bandwidth_gbps = 30
+[vm]
+demotion_enabled = true
+[kernel]
+numa_balancing = 2
+numa_balancing_scan_delay_ms = 5
+numa_balancing_scan_period_min_ms = 10
+numa_balancing_scan_size_mb = 16
+[workload]
+type = "test"
+[sim]
+check = "strict"
+timeline_interval_ms = 5
+{extra}
+"#
+    );
+    Config::from_str_with(&text, "tiered.toml", None, &[]).unwrap()
+}
+
+fn set(cfg: Config, sets: &[&str]) -> Config {
+    let mut t: toml::Table = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
+    for s in sets {
+        tierlab::config::apply_set(&mut t, s).unwrap();
+    }
+    let text = toml::to_string(&t).unwrap();
+    Config::from_str_with(&text, "tiered.toml", None, &[]).unwrap()
+}
+
+/// The tiered machine with the scanner never due on its own (tests call it directly).
+fn no_auto_scan() -> Config {
+    set(tiered(""), &["kernel.numa_balancing_scan_delay_ms=100000"])
+}
+
+fn workload(threads: Vec<(Placement, Vec<Op>)>, files: Vec<FileSpec>) -> Workload {
+    Workload {
+        name: "test".into(),
+        work_unit: "ops".into(),
+        processes: 1,
+        files,
+        threads: threads
+            .into_iter()
+            .map(|(placement, ops)| ThreadSpec {
+                process: 0,
+                placement,
+                stream: Box::new(OpList::new(ops)),
+            })
+            .collect(),
+        info: vec![],
+    }
+}
+
+fn anon_rw(addr: u64, pages: u64) -> Op {
+    Op::Mmap {
+        addr,
+        len: pages * PAGE,
+        prot: prot::READ | prot::WRITE,
+        backing: Backing::Anon,
+    }
+}
+
+fn run(cfg: Config, w: Workload) -> Sim {
+    let mut sim = Sim::new(cfg, w).expect("sim");
+    sim.run(&mut |_| {}).expect("run");
+    assert_eq!(
+        sim.checker.count, 0,
+        "violations: {:?}",
+        sim.checker.violations
+    );
+    sim
+}
+
+/// Thread 0 touches `pages` pages in order (DRAM fills to its low watermark, the rest lands
+/// on the slow node), then every thread reads the last `hot` pages at random.
+fn hot_tail_workload(pages: u64, hot: u64, reads: u64) -> Workload {
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut threads = vec![];
+    for t in 0..4u64 {
+        let mut ops = if t == 0 {
+            t0.clone()
+        } else {
+            vec![Op::Barrier]
+        };
+        let mut x = 12345 + t;
+        for _ in 0..reads {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let page = pages - hot + (x >> 33) % hot;
+            ops.push(Op::Load(BASE + page * PAGE));
+            ops.push(Op::Compute(2000));
+        }
+        threads.push((Placement::Pinned(t as u32), ops));
+    }
+    workload(threads, vec![])
+}
+
+#[test]
+fn mode_2_scans_only_the_slow_tier() {
+    let mut t0 = vec![anon_rw(BASE, 6000)];
+    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let mut sim = run(
+        no_auto_scan(),
+        workload(vec![(Placement::Pinned(0), t0)], vec![]),
+    );
+    let on_dram = sim.nodes[0].nr_anon;
+    let on_cxl = sim.nodes[1].nr_anon;
+    assert!(on_dram > 3000 && on_cxl > 1000, "{on_dram} / {on_cxl}");
+    let before = sim.vm.get(Vm::NumaPteUpdates);
+    sim.task_numa_work(0, 0);
+    let marked = sim.vm.get(Vm::NumaPteUpdates) - before;
+    let mut protnone = [0u64; 2];
+    for (_, p) in sim.mms[0].pgtable.iter() {
+        if p & pte::PROTNONE != 0 {
+            protnone[sim.node_of_pfn(pte::pfn(p))] += 1;
+        }
+    }
+    assert_eq!(
+        protnone[0], 0,
+        "top-tier PTEs are never made PROT_NONE in mode 2"
+    );
+    assert_eq!(protnone[1], marked);
+    assert!(marked > 0);
+    sim.check_invariants("after scan");
+    assert_eq!(sim.checker.count, 0);
+}
+
+fn sim_with_slow_page() -> (Sim, u32) {
+    let mut t0 = vec![anon_rw(BASE, 6000)];
+    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let mut sim = run(
+        no_auto_scan(),
+        workload(vec![(Placement::Pinned(0), t0)], vec![]),
+    );
+    let pfn = pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
+    assert_eq!(sim.node_of_pfn(pfn), 1);
+    // Ten simulated seconds in, so latencies and windows are well defined.
+    sim.cpus[0].clock = (10.0 * 2.2e9) as u64;
+    (sim, pfn)
+}
+
+#[test]
+fn hot_threshold_accepts_recent_and_rejects_old_scans() {
+    let (mut sim, pfn) = sim_with_slow_page();
+    assert!(
+        !sim.pgdat_free_space_enough(0),
+        "a small DRAM node never has 1 GiB spare"
+    );
+    let now = sim.now_ms(0) as u32;
+    sim.frames.get_mut(pfn).numa_access_ms = now - 500;
+    assert!(
+        sim.should_numa_migrate_memory(0, pfn, 1, 0),
+        "500 ms < 1000 ms threshold"
+    );
+    sim.frames.get_mut(pfn).numa_access_ms = now - 1500;
+    assert!(
+        !sim.should_numa_migrate_memory(0, pfn, 1, 0),
+        "1500 ms is too cold"
+    );
+    // The fault stored its time: an immediate second fault is hot.
+    assert!(sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    // Only latency-passing faults are promotion candidates.
+    assert_eq!(sim.vm.get(Vm::PgPromoteCandidate), 2);
+    // A top-tier source is not a tiering promotion.
+    assert!(!sim.should_numa_migrate_memory(0, pfn, 0, 0));
+}
+
+#[test]
+fn rate_limit_engages_when_set_low() {
+    let (mut sim, _) = sim_with_slow_page();
+    // 1 MB/s = 256 pages per second.
+    let limit = 1u64 << (20 - 12);
+    let now = 10_000;
+    let refused: Vec<bool> = (0..300)
+        .map(|_| sim.numa_promotion_rate_limit(0, limit, 1, now))
+        .collect();
+    // The first call opens the 1-second window; 256 candidates later the limit binds.
+    assert!(refused[..255].iter().all(|r| !r));
+    assert!(refused[256..].iter().all(|r| *r));
+    // A new second resets the window.
+    assert!(!sim.numa_promotion_rate_limit(0, limit, 1, now + 1001));
+}
+
+#[test]
+fn hot_threshold_adjusts_in_125_ms_steps_within_bounds() {
+    let (mut sim, _) = sim_with_slow_page();
+    let limit = 65536u64 << 8;
+    let mut now = 0;
+    let mut seen = vec![];
+    // No candidates at all: too few → the threshold loosens toward 2 s.
+    for _ in 0..12 {
+        now += 60_001;
+        sim.numa_promotion_adjust_threshold(0, limit, 1000, now);
+        seen.push(sim.nodes[0].numab.nbp_threshold);
+    }
+    assert_eq!(
+        &seen[..9],
+        &[1125, 1250, 1375, 1500, 1625, 1750, 1875, 2000, 2000]
+    );
+    // Far too many candidates: tighten down to 125 ms and no lower.
+    let small_limit = 1;
+    seen.clear();
+    for _ in 0..20 {
+        now += 60_001;
+        sim.nodes[0].numab.pgpromote_candidate += 1000;
+        sim.numa_promotion_adjust_threshold(0, small_limit, 1000, now);
+        seen.push(sim.nodes[0].numab.nbp_threshold);
+    }
+    assert_eq!(seen[0], 1875);
+    assert!(seen
+        .windows(2)
+        .all(|w| w[0] - w[1] == 125 || (w[0] == 125 && w[1] == 125)));
+    assert_eq!(*seen.last().unwrap(), 125);
+    // Within one period nothing moves.
+    sim.numa_promotion_adjust_threshold(0, small_limit, 1000, now + 10);
+    assert_eq!(sim.nodes[0].numab.nbp_threshold, 125);
+}
+
+#[test]
+fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
+    let (mut sim, pfn) = sim_with_slow_page();
+    let z = &sim.nodes[0].zone;
+    assert!(
+        z.nr_free <= z.wmark.high + 1,
+        "DRAM filled to its low watermark"
+    );
+    assert!(!sim.nodes[0].kswapd_awake);
+    assert!(!sim.migrate_misplaced_folio_prepare(pfn, 0));
+    assert!(sim.nodes[0].kswapd_awake, "kswapd woken on the target node");
+    // With room above high + 1 (lower the marks instead of freeing memory), the folio is
+    // isolated and promoted.
+    let w = &mut sim.nodes[0].zone.wmark;
+    (w.min, w.low, w.high) = (0, 0, 0);
+    assert!(sim.migrate_misplaced_folio_prepare(pfn, 0));
+    assert!(sim.migrate_misplaced_folio(0, pfn, 1, 0));
+    assert_eq!(sim.vm.get(Vm::PgPromoteSuccess), 1);
+    assert_eq!(sim.vm.get(Vm::NumaPagesMigrated), 1);
+    let p = sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32);
+    assert_eq!(sim.node_of_pfn(pte::pfn(p)), 0, "remapped to DRAM");
+    assert!(
+        p & pte::WRITE != 0,
+        "the migration entry kept write permission"
+    );
+    assert_eq!(
+        p & (pte::YOUNG | pte::DIRTY),
+        0,
+        "old and clean after migration (pre-6.1)"
+    );
+}
+
+#[test]
+fn a_batch_of_unmaps_sends_one_ipi_per_remote_cpu_and_protnone_queues_none() {
+    // Four threads of one process on four CPUs touch 200 pages, then keep running.
+    let mut t0 = vec![anon_rw(BASE, 200)];
+    t0.extend((0..200).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut threads = vec![(Placement::Pinned(0), t0)];
+    for c in 1..4 {
+        let mut ops = vec![Op::Barrier];
+        ops.extend((0..200).map(|i| Op::Load(BASE + i * PAGE)));
+        ops.extend((0..50).map(|_| Op::Compute(1_000_000)));
+        threads.push((Placement::Pinned(c), ops));
+    }
+    let mut cfg = tiered("max_seconds = 0.005");
+    cfg.kernel.numa_balancing = 0;
+    let mut sim = run(cfg, workload(threads, vec![]));
+    let folios: Vec<u32> = (0..100)
+        .map(|i| pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
+        .collect();
+    for &f in &folios {
+        assert!(sim.folio_isolate_lru(f));
+    }
+    let before: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
+    let (moved, failed) = sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Async);
+    assert_eq!((moved, failed.len()), (100, 0));
+    for c in 1..4 {
+        assert_eq!(
+            sim.cpus[c].irq.tlb - before[c],
+            1,
+            "CPU {c}: one IPI for a batch of 100"
+        );
+    }
+    assert_eq!(sim.cpus[0].irq.tlb, before[0]);
+    // PROT_NONE PTEs are inaccessible: migrating them queues no flush at all.
+    let folios: Vec<u32> = (100..150)
+        .map(|i| {
+            let vpn = ((BASE >> 12) + i) as u32;
+            let slot = sim.mms[0].pgtable.get_mut(vpn).unwrap();
+            *slot = (*slot & !pte::PRESENT) | pte::PROTNONE;
+            pte::pfn(*slot)
+        })
+        .collect();
+    // (A real scan flushed these when it made them PROT_NONE.)
+    for c in 0..4 {
+        let asid = sim.cpus[c].cur_asid;
+        sim.cpus[c].flush_asid(asid);
+    }
+    for &f in &folios {
+        assert!(sim.folio_isolate_lru(f));
+    }
+    let before: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
+    sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Async);
+    let after: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
+    assert_eq!(before, after, "no shootdown for PROT_NONE PTEs");
+    sim.check_invariants("end");
+    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+}
+
+#[test]
+fn sync_migration_flushes_each_page_instead_of_batching() {
+    let mut t0 = vec![anon_rw(BASE, 64)];
+    t0.extend((0..64).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut t1 = vec![Op::Barrier];
+    t1.extend((0..64).map(|i| Op::Load(BASE + i * PAGE)));
+    t1.extend((0..50).map(|_| Op::Compute(1_000_000)));
+    let mut cfg = tiered("max_seconds = 0.003");
+    cfg.kernel.numa_balancing = 0;
+    let mut sim = run(
+        cfg,
+        workload(
+            vec![(Placement::Pinned(0), t0), (Placement::Pinned(1), t1)],
+            vec![],
+        ),
+    );
+    let folios: Vec<u32> = (0..10)
+        .map(|i| pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
+        .collect();
+    for &f in &folios {
+        sim.folio_isolate_lru(f);
+    }
+    let before = sim.cpus[1].irq.tlb;
+    sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Sync);
+    assert_eq!(
+        sim.cpus[1].irq.tlb - before,
+        10,
+        "MIGRATE_SYNC: ptep_clear_flush per page"
+    );
+}
+
+#[test]
+fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
+    // A slow node as small as DRAM: anon fills DRAM, spills and fills it too, so kswapd's
+    // demotions fail and shrink_folio_list retries them as normal reclaim.
+    let mut cfg = tiered("");
+    cfg.machine.nodes[1].capacity_mib = 16;
+    cfg.kernel.numa_balancing = 0;
+    // 3000 file pages on DRAM, then enough anon to fill DRAM and the slow node.
+    let fbase = 0x4000_0000u64;
+    let mut ops = vec![Op::Mmap {
+        addr: fbase,
+        len: 3000 * PAGE,
+        prot: prot::READ,
+        backing: Backing::File { file: 0, pgoff: 0 },
+    }];
+    ops.extend((0..3000).map(|i| Op::Load(fbase + i * PAGE)));
+    ops.push(anon_rw(BASE, 6000));
+    ops.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let sim = run(
+        cfg,
+        workload(
+            vec![(Placement::Pinned(0), ops)],
+            vec![FileSpec {
+                name: "f".into(),
+                pages: 3000,
+            }],
+        ),
+    );
+    assert!(
+        sim.vm.get(Vm::PgMigrateFail) > 0,
+        "demotion to the full node failed"
+    );
+    assert!(
+        sim.vm.get(Vm::PgStealFile) > 0,
+        "…and reclaim dropped clean file pages instead"
+    );
+    assert!(sim.vm.get(Vm::PgScanKswapd) + sim.vm.get(Vm::PgScanDirect) > 0);
+}
+
+#[test]
+fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
+    // 6000 pages: ~3700 fit in DRAM, the hot last 800 land on the slow node.
+    let sim = run(tiered(""), hot_tail_workload(6000, 800, 60_000));
+    let v = |c| sim.vm.get(c);
+    assert!(v(Vm::NumaPteUpdates) > 0);
+    assert!(v(Vm::NumaHintFaults) > 0);
+    assert_eq!(
+        v(Vm::NumaHintFaultsLocal),
+        0,
+        "hint faults only on slow-tier pages"
+    );
+    assert!(
+        v(Vm::PgPromoteSuccess) > 100,
+        "promoted {}",
+        v(Vm::PgPromoteSuccess)
+    );
+    assert!(
+        v(Vm::PgDemoteKswapd) > 100,
+        "demoted {}",
+        v(Vm::PgDemoteKswapd)
+    );
+    assert!(v(Vm::PgPromoteSuccess) <= v(Vm::PgPromoteCandidate));
+    assert_eq!(v(Vm::NumaPagesMigrated), v(Vm::PgPromoteSuccess));
+    assert_eq!(
+        v(Vm::PgMigrateSuccess),
+        v(Vm::PgPromoteSuccess) + v(Vm::PgDemoteKswapd) + v(Vm::PgDemoteDirect)
+    );
+    // pgsteal counts demoted pages (nr_reclaimed += nr_demoted).
+    assert!(v(Vm::PgStealKswapd) >= v(Vm::PgDemoteKswapd));
+    // The hot set moved: most of it now lives in DRAM.
+    let hot_in_dram = (5200..6000u64)
+        .filter(|i| {
+            let p = sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32);
+            sim.node_of_pfn(pte::pfn(p)) == 0
+        })
+        .count();
+    assert!(hot_in_dram > 600, "hot pages in DRAM: {hot_in_dram} of 800");
+    // And the share of accesses served by DRAM rose across the run.
+    let tl = &sim.timeline;
+    let share = |s: &tierlab::sim::Sample| {
+        let (a0, a1) = (s.nodes[0].3 as f64, s.nodes[1].3 as f64);
+        a0 / (a0 + a1).max(1.0)
+    };
+    let first_read = tl.iter().position(|s| s.nodes[1].3 > 10_000).unwrap();
+    let early = share(&tl[first_read]);
+    let window = |a: &tierlab::sim::Sample, b: &tierlab::sim::Sample| {
+        let d0 = (b.nodes[0].3 - a.nodes[0].3) as f64;
+        let d1 = (b.nodes[1].3 - a.nodes[1].3) as f64;
+        d0 / (d0 + d1).max(1.0)
+    };
+    let late = window(&tl[tl.len() - 3], &tl[tl.len() - 1]);
+    assert!(
+        late > early + 0.3,
+        "DRAM share early {early:.2}, late {late:.2}"
+    );
+}
+
+#[test]
+fn without_demotion_kswapd_cannot_make_room_and_promotions_stall() {
+    let cfg = set(tiered(""), &["vm.demotion_enabled=false"]);
+    let sim = run(cfg, hot_tail_workload(6000, 800, 20_000));
+    assert_eq!(sim.vm.get(Vm::PgDemoteKswapd), 0);
+    assert!(sim.vm.get(Vm::NumaHintFaults) > 0);
+    assert!(
+        sim.vm.get(Vm::PgPromoteSuccess) < 50,
+        "{}",
+        sim.vm.get(Vm::PgPromoteSuccess)
+    );
+}
