@@ -68,7 +68,8 @@ pub struct CostTable {
     pub migrate_copy_gbps: f64,
     /// NUMA hint fault entry/exit and do_numa_page bookkeeping [estimate: like a minor fault].
     pub numa_hint_fault_cycles: u32,
-    /// change_prot_numa per PTE examined by task_numa_work [estimate].
+    /// change_prot_numa per PTE examined by task_numa_work: a page-table walk step plus
+    /// vm_normal_folio and the prot_numa_skip checks, ~15 ns [estimate].
     pub numa_scan_pte_cycles: u32,
 }
 
@@ -101,7 +102,7 @@ impl Default for CostTable {
             migrate_page_cycles: 3300,
             migrate_copy_gbps: 12.0,
             numa_hint_fault_cycles: 2000,
-            numa_scan_pte_cycles: 10,
+            numa_scan_pte_cycles: 32,
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct Thread {
     pub roi_end: Option<u64>,
     pub work: u64,
     pub accesses: u64,
+    /// se.sum_exec_runtime in cycles.
+    pub runtime: u64,
+    /// p->node_stamp: runtime at which task_tick_numa next considers queueing scan work.
+    pub numa_node_stamp: u64,
 }
 
 /// Timed events, ordered by (time, sequence number) for determinism.
@@ -280,6 +284,8 @@ impl Sim {
                 roi_end: None,
                 work: 0,
                 accesses: 0,
+                runtime: 0,
+                numa_node_stamp: 0,
             });
             if let crate::workload::Placement::Pinned(c) = spec.placement {
                 if c >= sim.cfg.machine.cpus {
@@ -545,8 +551,7 @@ impl Sim {
         self.threads[tid].pos = pos;
         self.threads[tid].buf = buf;
         self.finish_quantum(c, start_clock, start_sys, accesses, tid);
-        let mm = self.threads[tid].mm as usize;
-        self.task_tick_numa(c, mm);
+        self.task_tick_numa(c, tid);
         self.maybe_preempt(c);
     }
 
@@ -555,6 +560,7 @@ impl Sim {
         let sys = cpu.sys_cycles - start_sys;
         cpu.user_cycles += (cpu.clock - start_clock).saturating_sub(sys);
         self.threads[tid].accesses += acc;
+        self.threads[tid].runtime += cpu.clock - start_clock;
     }
 
     /// One memory access: the TLB hierarchy, then the page walk and fault path on a miss.

@@ -64,20 +64,32 @@ impl Sim {
         floor.max(k.numa_balancing_scan_period_min_ms / windows)
     }
 
-    /// task_tick_numa: after a thread's quantum, queue the scan work if the mm is due.
-    pub(crate) fn task_tick_numa(&mut self, c: usize, mm: usize) {
+    /// task_tick_numa: once the thread has run a scan period since its node_stamp, run the
+    /// scan work if the mm is due; the work's own time, ×32, is added to the stamp so that
+    /// scanning costs a task at most ~3 % of its runtime.
+    pub(crate) fn task_tick_numa(&mut self, c: usize, tid: usize) {
         if self.cfg.kernel.numa_balancing == 0 {
             return;
         }
+        let mm = self.threads[tid].mm as usize;
         let now = self.cpus[c].clock;
-        let delay = self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
-        let state = &mut self.mms[mm].numa;
-        if state.next_scan == 0 {
-            state.next_scan = now + delay;
+        if self.mms[mm].numa.next_scan == 0 {
+            // init_numa_balancing: the first scan waits scan_delay.
+            let delay = self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+            self.mms[mm].numa.next_scan = now + delay;
             return;
         }
-        if now >= state.next_scan {
+        let period = self.ns_to_cycles(self.task_scan_min_ms(mm) as f64 * 1e6);
+        let t = &mut self.threads[tid];
+        if t.runtime <= t.numa_node_stamp + period {
+            return;
+        }
+        t.numa_node_stamp += period;
+        if now >= self.mms[mm].numa.next_scan {
+            let before = self.cpus[c].clock;
             self.task_numa_work(c, mm);
+            let spent = self.cpus[c].clock - before;
+            self.threads[tid].numa_node_stamp += 32 * spent;
         }
     }
 
