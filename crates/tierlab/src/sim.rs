@@ -56,6 +56,8 @@ pub struct Thread {
     pub runtime: u64,
     /// p->node_stamp: runtime at which task_tick_numa next considers queueing scan work.
     pub numa_node_stamp: u64,
+    /// p->numa_scan_period in ms (init_numa_balancing sets scan_delay).
+    pub numa_scan_period_ms: u64,
 }
 
 /// Timed events, ordered by (time, sequence number) for determinism.
@@ -286,6 +288,7 @@ impl Sim {
                 accesses: 0,
                 runtime: 0,
                 numa_node_stamp: 0,
+                numa_scan_period_ms: sim.cfg.kernel.numa_balancing_scan_delay_ms,
             });
             if let crate::workload::Placement::Pinned(c) = spec.placement {
                 if c >= sim.cfg.machine.cpus {

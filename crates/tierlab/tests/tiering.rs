@@ -139,7 +139,7 @@ fn mode_2_scans_only_the_slow_tier() {
     let on_cxl = sim.nodes[1].nr_anon;
     assert!(on_dram > 3000 && on_cxl > 1000, "{on_dram} / {on_cxl}");
     let before = sim.vm.get(Vm::NumaPteUpdates);
-    sim.task_numa_work(0, 0);
+    sim.task_numa_work(0, 0, 100);
     let marked = sim.vm.get(Vm::NumaPteUpdates) - before;
     let mut protnone = [0u64; 2];
     for (_, p) in sim.mms[0].pgtable.iter() {
@@ -478,4 +478,21 @@ fn without_demotion_kswapd_cannot_make_room_and_promotions_stall() {
         "{}",
         sim.vm.get(Vm::PgPromoteSuccess)
     );
+}
+
+#[test]
+fn scan_period_follows_task_scan_min() {
+    let (mut sim, _) = sim_with_slow_page();
+    let cfg = &mut sim.cfg.kernel;
+    (
+        cfg.numa_balancing_scan_size_mb,
+        cfg.numa_balancing_scan_period_min_ms,
+    ) = (256, 1000);
+    // RSS ~6000 pages: one 256 MB window → max(100 ms floor, 1000 ms / 1) = 1000 ms.
+    assert_eq!(sim.task_scan_min_ms(0), 1000);
+    // 23 windows (XSBench large): 1000 / 23 = 43 ms, below the 100 ms floor.
+    sim.mms[0].rss_anon = 23 * 65536;
+    assert_eq!(sim.task_scan_min_ms(0), 100);
+    sim.mms[0].rss_anon = 4 * 65536;
+    assert_eq!(sim.task_scan_min_ms(0), 250);
 }

@@ -53,8 +53,8 @@ impl Sim {
         (self.cpus[c].clock as f64 / (self.cycles_per_ns * 1e6)) as u64
     }
 
-    /// task_scan_min: max(1000 / (MAX_SCAN_WINDOW / scan_size), scan_period_min / windows) ms,
-    /// with windows = RSS in scan_size chunks. In mode 2 the period stays here (§3.2).
+    /// task_scan_min (= task_scan_start without a numa_group): max(1000 / (MAX_SCAN_WINDOW /
+    /// scan_size), scan_period_min / windows) ms, with windows = RSS in scan_size chunks.
     pub fn task_scan_min_ms(&self, mm: usize) -> u64 {
         let k = &self.cfg.kernel;
         let nr_scan_pages = k.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT);
@@ -66,7 +66,9 @@ impl Sim {
 
     /// task_tick_numa: once the thread has run a scan period since its node_stamp, run the
     /// scan work if the mm is due; the work's own time, ×32, is added to the stamp so that
-    /// scanning costs a task at most ~3 % of its runtime.
+    /// scanning costs a task at most ~3 % of its runtime. The task's period is set to
+    /// task_scan_start on its first tick; in pure tiering mode nothing updates it afterwards
+    /// (update_task_scan_period runs only from top-tier faults).
     pub(crate) fn task_tick_numa(&mut self, c: usize, tid: usize) {
         if self.cfg.kernel.numa_balancing == 0 {
             return;
@@ -74,20 +76,24 @@ impl Sim {
         let mm = self.threads[tid].mm as usize;
         let now = self.cpus[c].clock;
         if self.mms[mm].numa.next_scan == 0 {
-            // init_numa_balancing: the first scan waits scan_delay.
-            let delay = self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+            // init_numa_balancing (first thread): mm->numa_next_scan = now + scan_delay.
+            let delay =
+                self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
             self.mms[mm].numa.next_scan = now + delay;
-            return;
         }
-        let period = self.ns_to_cycles(self.task_scan_min_ms(mm) as f64 * 1e6);
-        let t = &mut self.threads[tid];
+        let t = &self.threads[tid];
+        let period = self.ns_to_cycles(t.numa_scan_period_ms as f64 * 1e6);
         if t.runtime <= t.numa_node_stamp + period {
             return;
         }
-        t.numa_node_stamp += period;
+        if t.numa_node_stamp == 0 {
+            self.threads[tid].numa_scan_period_ms = self.task_scan_min_ms(mm);
+        }
+        self.threads[tid].numa_node_stamp += period;
         if now >= self.mms[mm].numa.next_scan {
             let before = self.cpus[c].clock;
-            self.task_numa_work(c, mm);
+            let scan_period = self.threads[tid].numa_scan_period_ms;
+            self.task_numa_work(c, mm, scan_period);
             let spent = self.cpus[c].clock - before;
             self.threads[tid].numa_node_stamp += 32 * spent;
         }
@@ -95,8 +101,8 @@ impl Sim {
 
     /// task_numa_work: mark up to scan_size MB of PTEs PROT_NONE, continuing where the last
     /// pass stopped; the top tier is skipped in pure tiering mode.
-    pub fn task_numa_work(&mut self, c: usize, mm: usize) {
-        let period = self.task_scan_min_ms(mm);
+    pub fn task_numa_work(&mut self, c: usize, mm: usize, period_ms: u64) {
+        let period = period_ms;
         let now = self.cpus[c].clock;
         self.mms[mm].numa.next_scan = now + self.ns_to_cycles(period as f64 * 1e6);
         let mut pages = (self.cfg.kernel.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT)) as i64;
