@@ -265,7 +265,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             max_seconds: 0.0,
-            quantum_ns: 2000.0,
+            quantum_ns: 5000.0,
             timeline_interval_ms: 100.0,
             check: None,
         }

@@ -579,12 +579,14 @@ impl Sim {
         } else {
             &mut cpu.dtlb
         };
+        let mut cached = Cached::Miss;
         if vaddr < USER_VA_END {
             if let Some(i) = l1.lookup(vpn, asid) {
                 let d = l1.data(i);
                 if !store || d & TLB_DIRTY != 0 {
                     return self.mem_cycles(tlb_pfn(d), store);
                 }
+                cached = Cached::L1;
             } else if let Some(i) = cpu.stlb.lookup(vpn, asid) {
                 let d = cpu.stlb.data(i);
                 if !store || d & TLB_DIRTY != 0 {
@@ -592,9 +594,10 @@ impl Sim {
                     cpu.perf.inc(Perf::StlbHits);
                     return self.cost.stlb_hit_cycles as u64 + self.mem_cycles(tlb_pfn(d), store);
                 }
+                cached = Cached::Stlb;
             }
         }
-        self.access_slow(c, tid, vaddr, vpn, kind)
+        self.access_slow(c, tid, vaddr, vpn, kind, cached)
     }
 
     #[inline]
@@ -608,7 +611,15 @@ impl Sim {
     /// TLB miss (or a store through a clean/read-only entry): walk the page table, set the
     /// A/D bits as the hardware does, fault when the PTE does not allow the access.
     #[cold]
-    fn access_slow(&mut self, c: usize, tid: usize, vaddr: u64, vpn: u32, kind: AccessKind) -> u64 {
+    fn access_slow(
+        &mut self,
+        c: usize,
+        tid: usize,
+        vaddr: u64,
+        vpn: u32,
+        kind: AccessKind,
+        mut cached: Cached,
+    ) -> u64 {
         let store = kind == AccessKind::Store;
         let mm = self.threads[tid].mm as usize;
         let asid = self.cpus[c].cur_asid;
@@ -622,12 +633,13 @@ impl Sim {
             };
             if pte::present(p) && (!store || p & pte::WRITE != 0) {
                 let cpu = &mut self.cpus[c];
-                let hit_in_tlb = cpu.stlb.lookup(vpn, asid).is_some();
-                if !hit_in_tlb {
-                    cycles += self.cost.page_walk_cycles as u64;
-                }
-                if !counted && !hit_in_tlb {
-                    count_walk(cpu, kind);
+                match cached {
+                    Cached::Miss if !counted => {
+                        cycles += self.cost.page_walk_cycles as u64;
+                        count_walk(cpu, kind);
+                    }
+                    Cached::Stlb => cycles += self.cost.stlb_hit_cycles as u64,
+                    _ => {}
                 }
                 let mut np = p;
                 if p & pte::YOUNG == 0 {
@@ -646,15 +658,20 @@ impl Sim {
                 } else {
                     &mut cpu.dtlb
                 };
-                if l1.lookup(vpn, asid).is_some() {
-                    l1.update(vpn, asid, data);
-                } else {
-                    l1.insert(vpn, asid, data);
-                }
-                if hit_in_tlb {
-                    cpu.stlb.update(vpn, asid, data);
-                } else {
-                    cpu.stlb.insert(vpn, asid, data);
+                // A store through a clean entry updates it in place (the D-bit assist).
+                match cached {
+                    Cached::L1 => {
+                        l1.update(vpn, asid, data);
+                        cpu.stlb.update(vpn, asid, data);
+                    }
+                    Cached::Stlb => {
+                        l1.insert(vpn, asid, data);
+                        cpu.stlb.update(vpn, asid, data);
+                    }
+                    Cached::Miss => {
+                        l1.insert(vpn, asid, data);
+                        cpu.stlb.insert(vpn, asid, data);
+                    }
                 }
                 if np != p {
                     if let Some(slot) = self.mms[mm].pgtable.get_mut(vpn) {
@@ -671,6 +688,7 @@ impl Sim {
             }
             // A faulting translation is not kept by the hardware.
             self.cpus[c].flush_page(vpn, asid);
+            cached = Cached::Miss;
             if let Err(e) = self.handle_mm_fault(c, mm, vaddr, kind) {
                 self.fatal = Some(SimError(format!(
                     "thread {tid}: {e} (CPU {c}, address {vaddr:#x})"
@@ -679,6 +697,14 @@ impl Sim {
             }
         }
     }
+}
+
+/// Where the fast path found the translation before handing over to the slow path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cached {
+    L1,
+    Stlb,
+    Miss,
 }
 
 /// A page walk caused by an STLB miss: perf's dTLB-load/store-misses or iTLB-load-misses
