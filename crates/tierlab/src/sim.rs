@@ -532,6 +532,11 @@ impl Sim {
                         self.fatal = Some(e);
                     }
                 }
+                Op::MovePages { addr, len, node } => {
+                    if let Err(e) = self.sys_move_pages(c, tid, addr, len, node) {
+                        self.fatal = Some(e);
+                    }
+                }
                 Op::Barrier => {
                     self.threads[tid].pos = pos;
                     self.threads[tid].buf = std::mem::take(&mut buf);

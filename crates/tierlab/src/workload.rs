@@ -55,6 +55,12 @@ pub enum Op {
         len: u64,
         prot: u8,
     },
+    /// move_pages(2) of every page in [addr, addr + len) to `node` (MPOL_MF_MOVE).
+    MovePages {
+        addr: u64,
+        len: u64,
+        node: u32,
+    },
     /// Wait until every live thread of the process has reached a barrier (an OpenMP barrier).
     Barrier,
     Mark(Mark),

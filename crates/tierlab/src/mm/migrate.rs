@@ -3,8 +3,8 @@
 //! from the migration entries, free the sources.
 
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SIZE};
-use crate::sim::Sim;
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
+use crate::sim::{Sim, SimError};
 use crate::stats::Vm;
 
 /// NR_MAX_BATCHED_MIGRATION (HPAGE_PMD_NR)
@@ -161,5 +161,56 @@ impl Sim {
             self.frames.get_mut(dst).mapcount += 1;
         }
         self.free_frame(c, src);
+    }
+}
+
+impl Sim {
+    /// move_pages(2) (do_pages_move → add_page_for_migration → do_move_pages_to_node):
+    /// isolate every mapped page of the range that is not on `node` and migrate them with
+    /// MIGRATE_SYNC. Unmapped pages and the zero page are skipped, as -EFAULT / -ENOENT
+    /// entries in the status array would report.
+    pub(crate) fn sys_move_pages(
+        &mut self,
+        c: usize,
+        tid: usize,
+        addr: u64,
+        len: u64,
+        node: u32,
+    ) -> Result<(), SimError> {
+        let node = node as usize;
+        if node >= self.nodes.len() {
+            return Err(SimError(format!(
+                "thread {tid}: move_pages to node {node}, but the machine has {} nodes (ENODEV)",
+                self.nodes.len()
+            )));
+        }
+        if addr.checked_add(len).is_none_or(|e| e > USER_VA_END) {
+            return Err(SimError(format!(
+                "thread {tid}: move_pages({addr:#x}, {len}) beyond the user address space"
+            )));
+        }
+        self.charge_sys(c, self.cost.syscall_cycles as u64);
+        let mm = self.threads[tid].mm as usize;
+        let (s, e) = (
+            (addr >> PAGE_SHIFT) as u32,
+            (addr + len).div_ceil(PAGE_SIZE) as u32,
+        );
+        let mut folios = Vec::new();
+        for vpn in s..e {
+            let p = self.mms[mm].pgtable.get(vpn);
+            if !pte::maps_frame(p) || pte::pfn(p) == self.zero_pfn {
+                continue;
+            }
+            let pfn = pte::pfn(p);
+            if self.node_of_pfn(pfn) != node && self.folio_isolate_lru(pfn) {
+                folios.push(pfn);
+            }
+        }
+        let (_, failed) =
+            self.migrate_pages(c, folios, &MigrateTarget::Node(node), MigrateMode::Sync);
+        for f in failed {
+            self.putback_folio(f);
+        }
+        Ok(())
     }
 }
