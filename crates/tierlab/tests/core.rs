@@ -6,11 +6,11 @@ use tierlab::mm::mmzone::{LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE}
 use tierlab::mm::page::pg;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::{Perf, Vm};
-use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
-use tierlab::{Config, Sim};
+mod common;
 
-const PAGE: u64 = 4096;
-const BASE: u64 = 0x1000_0000;
+use common::*;
+use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
+use tierlab::{Config, Sim};
 
 fn machine(cpus: u32, mib: u64) -> String {
     format!(
@@ -37,55 +37,6 @@ timeline_interval_ms = 1
 fn config(text: &str, sets: &[&str]) -> Config {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     Config::from_str_with(text, "test.toml", None, &sets).expect("config")
-}
-
-fn workload(threads: Vec<(u32, Placement, Vec<Op>)>, files: Vec<FileSpec>) -> Workload {
-    let processes = threads.iter().map(|t| t.0).max().unwrap_or(0) + 1;
-    Workload {
-        name: "test".into(),
-        work_unit: "ops".into(),
-        processes,
-        files,
-        threads: threads
-            .into_iter()
-            .map(|(p, placement, ops)| ThreadSpec {
-                process: p,
-                placement,
-                stream: Box::new(OpList::new(ops)),
-            })
-            .collect(),
-        info: vec![],
-    }
-}
-
-fn anon_rw(addr: u64, pages: u64) -> Op {
-    Op::Mmap {
-        addr,
-        len: pages * PAGE,
-        prot: prot::READ | prot::WRITE,
-        backing: Backing::Anon,
-    }
-}
-
-fn file_ro(addr: u64, pages: u64) -> Op {
-    Op::Mmap {
-        addr,
-        len: pages * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }
-}
-
-fn run(cfg: Config, w: Workload) -> Sim {
-    let mut sim = Sim::new(cfg, w).expect("sim");
-    sim.run(&mut |_| {}).expect("run");
-    assert_eq!(
-        sim.checker.count, 0,
-        "invariant violations: {:?}",
-        sim.checker.violations
-    );
-    assert!(sim.checker.checks_run > 0);
-    sim
 }
 
 #[test]

@@ -5,11 +5,11 @@
 use tierlab::mm::migrate::{MigrateMode, MigrateTarget};
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
-use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
-use tierlab::{Config, Sim};
+mod common;
 
-const PAGE: u64 = 4096;
-const BASE: u64 = 0x1000_0000;
+use common::{anon_rw, one_process as workload, run, BASE, PAGE};
+use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
+use tierlab::{Config, Sim};
 
 /// 4 CPUs on a 16 MiB DRAM node plus a 64 MiB CPU-less slow node; fast scanner settings.
 fn tiered(extra: &str) -> Config {
@@ -60,44 +60,6 @@ fn set(cfg: Config, sets: &[&str]) -> Config {
 /// The tiered machine with the scanner never due on its own (tests call it directly).
 fn no_auto_scan() -> Config {
     set(tiered(""), &["kernel.numa_balancing_scan_delay_ms=100000"])
-}
-
-fn workload(threads: Vec<(Placement, Vec<Op>)>, files: Vec<FileSpec>) -> Workload {
-    Workload {
-        name: "test".into(),
-        work_unit: "ops".into(),
-        processes: 1,
-        files,
-        threads: threads
-            .into_iter()
-            .map(|(placement, ops)| ThreadSpec {
-                process: 0,
-                placement,
-                stream: Box::new(OpList::new(ops)),
-            })
-            .collect(),
-        info: vec![],
-    }
-}
-
-fn anon_rw(addr: u64, pages: u64) -> Op {
-    Op::Mmap {
-        addr,
-        len: pages * PAGE,
-        prot: prot::READ | prot::WRITE,
-        backing: Backing::Anon,
-    }
-}
-
-fn run(cfg: Config, w: Workload) -> Sim {
-    let mut sim = Sim::new(cfg, w).expect("sim");
-    sim.run(&mut |_| {}).expect("run");
-    assert_eq!(
-        sim.checker.count, 0,
-        "violations: {:?}",
-        sim.checker.violations
-    );
-    sim
 }
 
 /// Thread 0 touches `pages` pages in order (DRAM fills to its low watermark, the rest lands
