@@ -177,7 +177,9 @@ impl Sim {
         self.flush_local(r, info.start_vpn, info.end_vpn, info.full, false);
     }
 
-    /// Flush the loaded mm's translations on CPU `c` and record it as current.
+    /// Flush the loaded mm's translations on CPU `c` and record it as current. As in
+    /// flush_tlb_func, a partial flush is done only when this CPU is exactly one generation
+    /// behind; a CPU that missed a generation (a deferred flush) flushes fully.
     fn flush_local(&mut self, c: usize, start_vpn: u32, end_vpn: u32, full: bool, initiator: bool) {
         let loaded = self.cpus[c].loaded_mm;
         if loaded == NIL {
@@ -186,6 +188,11 @@ impl Sim {
         let gen = self.mms[loaded as usize].tlb_gen;
         let cpu = &mut self.cpus[c];
         let asid = cpu.cur_asid;
+        let local_gen = cpu.asids[asid as usize].tlb_gen;
+        if local_gen >= gen {
+            return;
+        }
+        let full = full || local_gen + 1 != gen;
         if full {
             cpu.flush_asid(asid);
             count_full_flush(cpu);

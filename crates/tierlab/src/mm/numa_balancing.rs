@@ -179,9 +179,10 @@ impl Sim {
             if tiering && !toptier {
                 page.numa_access_ms = now_ms;
             }
+            // pte_modify(PAGE_NONE) keeps pfn, A and D but drops _PAGE_RW.
             self.mms[mm]
                 .pgtable
-                .set(vpn, (p & !pte::PRESENT) | pte::PROTNONE);
+                .set(vpn, (p & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE);
             n += 1;
         }
         let cycles = self.cost.numa_scan_pte_cycles as u64 * (e - s) as u64
@@ -214,10 +215,19 @@ impl Sim {
         {
             return;
         }
-        // out_map: make the PTE accessible again.
+        // out_map: make the PTE accessible again; an exclusive anon folio in a writable VMA
+        // gets its write permission back (can_change_pte_writable).
+        let writable = self.mms[mm]
+            .find_vma((vpn as u64) << PAGE_SHIFT)
+            .is_some_and(|v| v.writable())
+            && self.frames.get(pfn).has(pg::ANON)
+            && self.frames.get(pfn).mapcount == 1;
         let slot = self.mms[mm].pgtable.entry(vpn);
         if *slot & pte::PROTNONE != 0 {
             *slot = (*slot & !pte::PROTNONE) | pte::PRESENT | pte::YOUNG;
+            if writable {
+                *slot |= pte::WRITE;
+            }
         }
     }
 
