@@ -16,6 +16,10 @@ pub enum ViolationKind {
     LruMembership,
     TlbCoherence,
     FrameReuse,
+    /// A CPU can still translate an address that munmap removed.
+    StaleAfterUnmap,
+    /// A PTE became writable while another CPU can still read an older copy of the page.
+    StaleAfterUpgrade,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -215,7 +219,8 @@ impl Sim {
         }
     }
 
-    /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first.
+    /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first: the CPU runs
+    /// that mm now, or its PCID is current (a stale PCID is flushed at switch_mm).
     fn tlb_entry_usable(&self, c: usize, asid: u8) -> Option<usize> {
         let cpu = &self.cpus[c];
         let slot = cpu.asids[asid as usize];
@@ -225,12 +230,20 @@ impl Sim {
         let mm = slot.mm as usize;
         let running = cpu.loaded_mm == slot.mm && cpu.cur_asid == asid && !cpu.is_lazy;
         let current = slot.tlb_gen >= self.mms[mm].tlb_gen;
-        let pending = self.tlb_ubc.flush_required && self.tlb_ubc.cpumask.test(c);
-        if pending || !(current || running) {
-            None
-        } else {
-            Some(mm)
+        (current || running).then_some(mm)
+    }
+
+    /// A stale entry is covered by a pending flush: the reclaim batch still to be flushed, or
+    /// a MIGRC deferral (read-only, clean, old frame still waiting for its flush).
+    fn stale_entry_covered(&self, c: usize, pfn: u32, data: u32) -> bool {
+        if self.tlb_ubc.flush_required && self.tlb_ubc.cpumask.test(c) {
+            return true;
         }
+        let p = self.frames.get(pfn);
+        self.migrc.pending.test(c)
+            && data & (crate::machine::tlb::TLB_WRITE | crate::machine::tlb::TLB_DIRTY) == 0
+            && p.has(pg::NEED_FLUSH)
+            && p.flush_gen > self.migrc.done
     }
 
     /// A TLB entry matches its PTE (frame and write permission) or a flush covers it.
@@ -260,6 +273,58 @@ impl Sim {
         }
         for d in bad {
             self.checker.report(ViolationKind::TlbCoherence, when, d);
+        }
+    }
+
+    /// Usable TLB entries of `mm` on any CPU whose address is in [s, e), as (cpu, vpn, pfn).
+    fn usable_entries_in(&self, mm: usize, s: u32, e: u32) -> Vec<(usize, u32, u32)> {
+        let mut out = Vec::new();
+        for c in 0..self.cpus.len() {
+            let cpu = &self.cpus[c];
+            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data) in tlb.valid_entries() {
+                    if vpn >= s && vpn < e && self.tlb_entry_usable(c, asid) == Some(mm) {
+                        out.push((c, vpn, crate::machine::tlb::tlb_pfn(data)));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Strict mode, after munmap: no CPU may still translate the removed range.
+    pub(crate) fn check_stale_after_unmap(&mut self, mm: usize, s: u32, e: u32) {
+        if self.checker.level != CheckLevel::Strict {
+            return;
+        }
+        for (c, vpn, pfn) in self.usable_entries_in(mm, s, e) {
+            self.checker.report(
+                ViolationKind::StaleAfterUnmap,
+                "munmap",
+                format!(
+                    "CPU {c} still translates mm {mm} address {:#x} → frame {pfn} after munmap",
+                    (vpn as u64) << PAGE_SHIFT
+                ),
+            );
+        }
+    }
+
+    /// Strict mode, after a PTE became writable: no CPU may read another copy of the page.
+    pub(crate) fn check_stale_after_upgrade(&mut self, mm: usize, vpn: u32, pfn: u32) {
+        if self.checker.level != CheckLevel::Strict {
+            return;
+        }
+        for (c, _, old) in self.usable_entries_in(mm, vpn, vpn + 1) {
+            if old != pfn {
+                self.checker.report(
+                    ViolationKind::StaleAfterUpgrade,
+                    "write upgrade",
+                    format!(
+                        "mm {mm} address {:#x} became writable on frame {pfn} while CPU {c} still reads frame {old}",
+                        (vpn as u64) << PAGE_SHIFT
+                    ),
+                );
+            }
         }
     }
 

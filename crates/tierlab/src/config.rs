@@ -46,6 +46,9 @@ pub struct Config {
     pub sim: SimConfig,
     #[serde(default)]
     pub cost: CostTable,
+    /// Test-only switches (deliberate breakage for checker tests).
+    #[serde(default)]
+    pub debug: DebugConfig,
     /// Interpreted by the workload crate (its `type` key picks the generator).
     pub workload: toml::Table,
 }
@@ -201,6 +204,50 @@ pub struct KernelSysctl {
     pub numa_balancing_scan_size_mb: u64,
     /// debugfs sched/numa_balancing/hot_threshold_ms
     pub numa_balancing_hot_threshold_ms: u64,
+    /// MIGRC (seed 000): defer the TLB flush of read-only migrated folios until their frames
+    /// are reused. Not upstream; off by default. Accepts true/false or "on"/"off".
+    #[serde(deserialize_with = "on_off")]
+    pub migrc: bool,
+}
+
+/// A feature switch: a boolean, or the strings "on" / "off".
+pub fn on_off<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Sw {
+        B(bool),
+        S(String),
+    }
+    match Sw::deserialize(d)? {
+        Sw::B(b) => Ok(b),
+        Sw::S(s) => match s.as_str() {
+            "on" | "true" | "1" => Ok(true),
+            "off" | "false" | "0" => Ok(false),
+            _ => Err(serde::de::Error::custom(format!(
+                "'{s}': expected on/off or true/false"
+            ))),
+        },
+    }
+}
+
+/// Test-only ways to break MIGRC, to prove the invariant checker catches each hazard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MigrcBreak {
+    #[default]
+    None,
+    /// Skip the deferred flush when a marked frame leaves pcp/buddy.
+    AllocFlush,
+    /// Skip the give-up flush when a read-only PTE becomes writable.
+    UpgradeFlush,
+    /// Skip munmap's TLB flush (the LUF pte_none hazard Dave Hansen raised).
+    MunmapFlush,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DebugConfig {
+    pub migrc_break: MigrcBreak,
 }
 
 impl Default for KernelSysctl {
@@ -214,6 +261,7 @@ impl Default for KernelSysctl {
             numa_balancing_scan_period_max_ms: 60000,
             numa_balancing_scan_size_mb: 256,
             numa_balancing_hot_threshold_ms: 1000,
+            migrc: false,
         }
     }
 }

@@ -145,6 +145,8 @@ pub struct Sim {
     /// The shared zero page (my_zero_pfn) that read faults on untouched anon memory map.
     pub zero_pfn: u32,
     pub tiers: MemoryTiers,
+    /// MIGRC's deferred-flush state (kernel.migrc).
+    pub migrc: crate::mm::migrc::Migrc,
 }
 
 impl Sim {
@@ -265,6 +267,7 @@ impl Sim {
             now: 0,
             zero_pfn,
             tiers: MemoryTiers::new(&cfg),
+            migrc: Default::default(),
             cfg,
         };
         for (i, spec) in workload.threads.into_iter().enumerate() {

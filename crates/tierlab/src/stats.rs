@@ -61,6 +61,14 @@ counters!(
     NumaHintFaults => "numa_hint_faults",
     NumaHintFaultsLocal => "numa_hint_faults_local",
     NumaPagesMigrated => "numa_pages_migrated",
+    MigrcDeferred => "migrc_deferred",
+    MigrcDeferredBatches => "migrc_deferred_batches",
+    MigrcIpisDeferred => "migrc_ipis_deferred",
+    MigrcFlushAlloc => "migrc_flush_alloc",
+    MigrcFlushUpgrade => "migrc_flush_upgrade",
+    MigrcFlushPause => "migrc_flush_pause",
+    MigrcFlushIpis => "migrc_flush_ipis",
+    MigrcPause => "migrc_pause",
 });
 
 counters!(

@@ -105,6 +105,11 @@ impl Sim {
         }
         let mask = self.tlb_ubc.cpumask;
         self.tlb_ubc = Default::default();
+        self.arch_tlbbatch_flush(c, mask);
+    }
+
+    /// arch_tlbbatch_flush: a full flush on every CPU of `mask` (mm = NULL).
+    pub(crate) fn arch_tlbbatch_flush(&mut self, c: usize, mask: CpuMask) {
         let info = FlushInfo {
             mm: None,
             start_vpn: 0,
@@ -117,6 +122,7 @@ impl Sim {
         } else if mask.test(c) {
             self.flush_local(c, 0, 0, true, true);
         }
+        self.migrc_flushed(&mask);
     }
 
     /// native_flush_tlb_multi: IPI every CPU that should_flush_tlb, flush locally if needed,

@@ -22,7 +22,14 @@ impl Sim {
         if let Some(pfn) = self.alloc_from_zonelist(c, preferred, true) {
             return Some(pfn);
         }
-        // __alloc_pages_direct_reclaim: try_to_free_pages, then retry.
+        // __alloc_pages_direct_reclaim: try_to_free_pages, then retry; MIGRC pauses meanwhile.
+        self.migrc_pause(c);
+        let got = self.direct_reclaim_and_retry(c, preferred);
+        self.migrc_resume();
+        got
+    }
+
+    fn direct_reclaim_and_retry(&mut self, c: usize, preferred: usize) -> Option<u32> {
         for _ in 0..crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             self.vm.inc(Vm::AllocStallNormal);
             let reclaimed = self.try_to_free_pages(c, preferred);
@@ -76,6 +83,7 @@ impl Sim {
             self.vm.inc(Vm::NumaOther);
         }
         self.vm.inc(Vm::PgAllocNormal);
+        self.check_migrc_flush(c, pfn);
         self.check_frame_reuse(pfn, c);
         Some(pfn)
     }

@@ -171,9 +171,12 @@ impl Sim {
             return Ok(());
         }
         // wp_page_reuse (exclusive anon) or wp_page_shared (shared file mapping): upgrade in place;
-        // x86 needs no flush to add permissions.
+        // x86 needs no flush to add permissions, but MIGRC must give up its deferrals first:
+        // another CPU may still read the old copy of a page that is about to change.
+        self.migrc_before_write_upgrade(c);
         let slot = self.mms[mm].pgtable.entry(vpn);
         *slot |= pte::WRITE | pte::DIRTY | pte::YOUNG;
+        self.check_stale_after_upgrade(mm, vpn, pfn);
         let page = self.frames.get_mut(pfn);
         if !page.has(pg::ANON) {
             page.flags |= pg::DIRTY;

@@ -69,8 +69,8 @@ impl Sim {
                 }
                 match self.alloc_migration_target(c, target) {
                     Some(dst) => {
-                        self.try_to_migrate(c, src, mode == MigrateMode::Async);
-                        moving.push((src, dst));
+                        let deferred = self.try_to_migrate(c, src, mode == MigrateMode::Async);
+                        moving.push((src, dst, deferred));
                     }
                     None => {
                         out_of_memory = true;
@@ -78,11 +78,13 @@ impl Sim {
                     }
                 }
             }
-            // Phase 2: one flush for everything unmapped in this batch.
+            // Phase 2: MIGRC keeps the read-only part pending (migrc_add_pending_ubc), then one
+            // flush for everything else unmapped in this batch.
+            let gen = self.migrc_add_pending(c);
             self.try_to_unmap_flush(c);
             // Phase 3: copy and remap (migrate_folios_move).
-            for (src, dst) in moving {
-                self.migrate_folio_move(c, src, dst);
+            for (src, dst, deferred) in moving {
+                self.migrate_folio_move(c, src, dst, if deferred { gen } else { None });
                 succeeded += 1;
             }
         }
@@ -92,11 +94,19 @@ impl Sim {
     }
 
     /// try_to_migrate: replace every PTE mapping `src` by a migration entry that keeps the
-    /// write permission; queue the TLB flush in tlb_ubc when batching, else flush now.
-    /// Young and dirty are not kept in the entry yet (kernels before 6.1), so the remapped PTE
-    /// comes back old and clean.
-    pub fn try_to_migrate(&mut self, c: usize, src: u32, batch: bool) {
-        for (mm, vpn) in self.rmap_mappings(src) {
+    /// write permission; queue the TLB flush in tlb_ubc when batching, else flush now. With
+    /// MIGRC a folio whose mappings are all read-only and clean goes to tlb_ubc_ro instead;
+    /// returns whether it did. Young and dirty are not kept in the entry yet (kernels before
+    /// 6.1), so the remapped PTE comes back old and clean.
+    pub fn try_to_migrate(&mut self, c: usize, src: u32, batch: bool) -> bool {
+        let mappings = self.rmap_mappings(src);
+        let ptes: Vec<u64> = mappings
+            .iter()
+            .map(|&(mm, vpn)| self.mms[mm as usize].pgtable.get(vpn))
+            .collect();
+        let ro = batch && self.can_migrc(&ptes);
+        let mut deferred = false;
+        for (mm, vpn) in mappings {
             let old = self.mms[mm as usize].pgtable.get(vpn);
             let mut entry = pte::mk(src, pte::MIGRATION);
             if old & pte::WRITE != 0 {
@@ -109,17 +119,23 @@ impl Sim {
                 page.flags |= pg::DIRTY;
             }
             if batch && self.mms[mm as usize].cpumask.any_but(c) {
-                self.set_tlb_ubc_flush_pending(mm as usize, old);
+                if ro {
+                    self.migrc_add_ro(mm as usize);
+                    deferred = true;
+                } else {
+                    self.set_tlb_ubc_flush_pending(mm as usize, old);
+                }
             } else if pte::present(old) {
                 // ptep_clear_flush flushes only an accessible PTE.
                 self.flush_tlb_mm_range(c, mm as usize, vpn, vpn + 1);
             }
         }
+        deferred
     }
 
     /// migrate_folio_move: copy the data and flags, switch the page cache slot, put the new
     /// folio on its node's LRU, restore the mappings and free the source.
-    fn migrate_folio_move(&mut self, c: usize, src: u32, dst: u32) {
+    fn migrate_folio_move(&mut self, c: usize, src: u32, dst: u32, migrc_gen: Option<u32>) {
         let (sn, dn) = (self.node_of_pfn(src), self.node_of_pfn(dst));
         let gbps = self.cfg.machine.nodes[sn]
             .read_bandwidth_gbps
@@ -161,6 +177,9 @@ impl Sim {
             self.frames.get_mut(dst).mapcount += 1;
         }
         self.free_frame(c, src);
+        if let Some(gen) = migrc_gen {
+            self.migrc_tag_frame(src, gen);
+        }
     }
 }
 

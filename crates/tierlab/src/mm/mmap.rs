@@ -79,9 +79,10 @@ impl Sim {
             .vmas
             .retain(|v| v.end <= addr || v.start >= end);
         // tlb_finish_mmu: flush before the frames go back to the allocator.
-        if was_mapped {
+        if was_mapped && self.cfg.debug.migrc_break != crate::config::MigrcBreak::MunmapFlush {
             self.flush_tlb_mm_range(c, mm, s, e);
         }
+        self.check_stale_after_unmap(mm, s, e);
         for pfn in to_free {
             self.free_frame(c, pfn);
         }

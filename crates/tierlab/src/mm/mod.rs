@@ -5,6 +5,7 @@ pub mod filemap;
 pub mod memory;
 pub mod memory_tiers;
 pub mod migrate;
+pub mod migrc;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
