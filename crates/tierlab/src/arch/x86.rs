@@ -129,6 +129,7 @@ impl Sim {
     /// and wait for the acknowledgements.
     fn flush_tlb_multi(&mut self, c: usize, mask: CpuMask, info: FlushInfo) {
         self.vm.inc(Vm::NrTlbRemoteFlush);
+
         let mut targets = 0u64;
         for r in mask.iter() {
             if r == c || r >= self.cpus.len() {
