@@ -9,7 +9,7 @@ use crate::workload::prot;
 
 impl Sim {
     /// handle_mm_fault: resolve a fault at `vaddr` for thread memory `mm`, or report the signal.
-    pub(crate) fn handle_mm_fault(
+    pub fn handle_mm_fault(
         &mut self,
         c: usize,
         mm: usize,

@@ -146,7 +146,7 @@ impl Sim {
     }
 
     /// migrc_pause before direct reclaim: stop deferring and flush what is pending.
-    pub(crate) fn migrc_pause(&mut self, c: usize) {
+    pub fn migrc_pause(&mut self, c: usize) {
         if !self.migrc_enabled() {
             return;
         }
@@ -155,7 +155,7 @@ impl Sim {
         self.migrc_flush(c, MigrcFlushReason::Pause);
     }
 
-    pub(crate) fn migrc_resume(&mut self) {
+    pub fn migrc_resume(&mut self) {
         if self.migrc_enabled() {
             self.migrc.paused -= 1;
         }

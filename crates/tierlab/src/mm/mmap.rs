@@ -60,7 +60,7 @@ impl Sim {
     }
 
     /// munmap: remove the VMAs, clear the PTEs, flush the TLBs, then free the anon frames.
-    pub(crate) fn sys_munmap(
+    pub fn sys_munmap(
         &mut self,
         c: usize,
         tid: usize,
