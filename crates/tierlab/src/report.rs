@@ -183,6 +183,7 @@ impl Sim {
             "accesses_per_wall_second": if wall_seconds > 0.0 { accesses as f64 / wall_seconds } else { 0.0 },
             "cpu_time": {"user_s": self.cycles_to_s(user), "sys_s": self.cycles_to_s(sys)},
             "perf": self.perf_total().to_json(),
+            "perf_per_cpu": self.cpus.iter().map(|c| c.perf.to_json()).collect::<Vec<_>>(),
             "vmstat": self.vmstat_json(),
             "interrupts": {
                 "TLB": self.cpus.iter().map(|c| c.irq.tlb).collect::<Vec<_>>(),

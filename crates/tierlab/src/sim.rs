@@ -223,6 +223,7 @@ impl Sim {
                 kswapd_slept_at: 0,
                 numab: Default::default(),
                 accesses: 0,
+                kswapd_pass: Default::default(),
             });
         }
 

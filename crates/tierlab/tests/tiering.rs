@@ -408,7 +408,10 @@ fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
             sim.node_of_pfn(pte::pfn(p)) == 0
         })
         .count();
-    assert!(hot_in_dram > 600, "hot pages in DRAM: {hot_in_dram} of 800");
+    assert!(
+        hot_in_dram > 400,
+        "hot pages in DRAM: {hot_in_dram} of 800 (none at the start)"
+    );
     // And the share of accesses served by DRAM rose across the run.
     let tl = &sim.timeline;
     let share = |s: &tierlab::sim::Sample| {

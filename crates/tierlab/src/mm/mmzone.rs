@@ -47,6 +47,8 @@ pub struct Pgdat {
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
     /// Memory accesses served from this node (after the TLB).
     pub accesses: u64,
+    /// kswapd's balance_pgdat run in progress.
+    pub kswapd_pass: crate::mm::vmscan::ShrinkPass,
 }
 
 impl Pgdat {

@@ -25,6 +25,20 @@ pub enum Reclaimer {
     Direct,
 }
 
+/// A reclaim pass in progress (scan_control for one priority of balance_pgdat).
+#[derive(Clone, Debug, Default)]
+pub struct ShrinkPass {
+    pub active: bool,
+    pub priority: u32,
+    /// Pages left to scan per LRU list at this priority.
+    pub nr: [u64; 4],
+    pub may_deactivate: [bool; 2],
+    /// Reclaimed at this priority, and over the whole balance_pgdat run.
+    pub reclaimed: u64,
+    pub total: u64,
+    pub nr_to_reclaim: u64,
+}
+
 /// folio_check_references outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FolioRef {
@@ -91,44 +105,57 @@ impl Sim {
         *cands.iter().min_by_key(key).expect("a CPU") as usize
     }
 
-    /// One kswapd pass (balance_pgdat at one priority); reschedules itself until balanced.
+    /// kswapd, one SWAP_CLUSTER_MAX step of balance_pgdat per event: each step's work is
+    /// charged to kswapd's CPU and the next step is scheduled at that CPU's clock, so its TLB
+    /// flushes reach the other CPUs spread over time as they would on a real machine.
     pub(crate) fn kswapd_run(&mut self, n: usize, t: u64) {
         let c = self.kswapd_cpu(n);
         if !self.cpus[c].busy() {
             self.cpus[c].clock = self.cpus[c].clock.max(t);
         }
-        if self.pgdat_balanced(n) {
-            self.kswapd_sleep(n, c);
-            return;
-        }
-        self.vm.inc(Vm::PageOutRun);
-        self.nodes[n].zone.reclaim_active = true;
-        let nr_to_reclaim = self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX);
-        let mut reclaimed = 0;
-        for priority in (1..=DEF_PRIORITY).rev() {
-            reclaimed += self.shrink_node(
-                n,
-                c,
-                priority,
-                Reclaimer::Kswapd,
-                nr_to_reclaim - reclaimed.min(nr_to_reclaim),
-            );
-            if self.pgdat_balanced(n) || reclaimed >= nr_to_reclaim {
-                break;
+        if !self.nodes[n].kswapd_pass.active {
+            if self.pgdat_balanced(n) {
+                self.kswapd_sleep(n, c);
+                return;
             }
+            // balance_pgdat starts: DEF_PRIORITY, nr_to_reclaim from the high watermark.
+            self.vm.inc(Vm::PageOutRun);
+            self.nodes[n].zone.reclaim_active = true;
+            let nr_to_reclaim = self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX);
+            self.nodes[n].kswapd_pass = self.start_shrink(n, DEF_PRIORITY, nr_to_reclaim);
         }
-        self.nodes[n].zone.reclaim_active = false;
-        if reclaimed == 0 {
-            self.nodes[n].kswapd_failures += 1;
+        let mut pass = self.nodes[n].kswapd_pass.clone();
+        self.shrink_step(n, c, &mut pass, Reclaimer::Kswapd);
+        let balanced = self.pgdat_balanced(n);
+        let pass_done = pass.nr.iter().all(|&x| x == 0) || pass.reclaimed >= pass.nr_to_reclaim;
+        if pass_done {
+            self.finish_shrink(n, c);
+        }
+        if balanced || (pass_done && (pass.reclaimed >= pass.nr_to_reclaim || pass.priority == 1)) {
+            // End of this balance_pgdat run.
+            self.nodes[n].zone.reclaim_active = false;
+            if pass.total == 0 {
+                self.nodes[n].kswapd_failures += 1;
+            } else {
+                self.nodes[n].kswapd_failures = 0;
+            }
+            self.nodes[n].kswapd_pass.active = false;
+            if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
+                self.kswapd_sleep(n, c);
+                return;
+            }
+        } else if pass_done {
+            // Not enough progress at this priority: scan harder (sc.priority--).
+            let total = pass.total;
+            let nr_to_reclaim = pass.nr_to_reclaim - pass.reclaimed.min(pass.nr_to_reclaim);
+            pass = self.start_shrink(n, pass.priority - 1, nr_to_reclaim);
+            pass.total = total;
+            self.nodes[n].kswapd_pass = pass;
         } else {
-            self.nodes[n].kswapd_failures = 0;
+            self.nodes[n].kswapd_pass = pass;
         }
-        if self.pgdat_balanced(n) || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
-            self.kswapd_sleep(n, c);
-        } else {
-            let at = self.cpus[c].clock;
-            self.schedule(at, Event::KswapdRun(n as u8));
-        }
+        let at = self.cpus[c].clock;
+        self.schedule(at, Event::KswapdRun(n as u8));
     }
 
     fn kswapd_sleep(&mut self, n: usize, c: usize) {
@@ -195,39 +222,59 @@ impl Sim {
         who: Reclaimer,
         nr_to_reclaim: u64,
     ) -> u64 {
-        let mut nr = self.get_scan_count(n, priority);
-        let may_deactivate = [
-            self.inactive_is_low(n, LRU_INACTIVE_ANON),
-            self.inactive_is_low(n, LRU_INACTIVE_FILE),
-        ];
-        let mut reclaimed = 0;
-        while nr.iter().any(|&x| x > 0) {
-            for lru in 0..4 {
-                if nr[lru] == 0 {
-                    continue;
-                }
-                let scan = nr[lru].min(SWAP_CLUSTER_MAX);
-                nr[lru] -= scan;
-                if lru % 2 == 1 {
-                    if may_deactivate[lru / 2] {
-                        self.shrink_active_list(n, c, scan, lru);
-                    }
-                } else {
-                    reclaimed += self.shrink_inactive_list(n, c, scan, lru, who);
-                }
+        let mut pass = self.start_shrink(n, priority, nr_to_reclaim);
+        while pass.nr.iter().any(|&x| x > 0) && pass.reclaimed < nr_to_reclaim {
+            self.shrink_step(n, c, &mut pass, who);
+        }
+        self.finish_shrink(n, c);
+        pass.reclaimed
+    }
+
+    /// The scan targets of one shrink_lruvec pass (get_scan_count, may_deactivate).
+    pub fn start_shrink(&self, n: usize, priority: u32, nr_to_reclaim: u64) -> ShrinkPass {
+        ShrinkPass {
+            active: true,
+            priority,
+            nr: self.get_scan_count(n, priority),
+            may_deactivate: [
+                self.inactive_is_low(n, LRU_INACTIVE_ANON),
+                self.inactive_is_low(n, LRU_INACTIVE_FILE),
+            ],
+            reclaimed: 0,
+            total: 0,
+            nr_to_reclaim,
+        }
+    }
+
+    /// One iteration of shrink_lruvec's loop: up to SWAP_CLUSTER_MAX pages from each list.
+    pub fn shrink_step(&mut self, n: usize, c: usize, pass: &mut ShrinkPass, who: Reclaimer) {
+        for lru in 0..4 {
+            if pass.nr[lru] == 0 {
+                continue;
             }
-            if reclaimed >= nr_to_reclaim {
-                break;
+            let scan = pass.nr[lru].min(SWAP_CLUSTER_MAX);
+            pass.nr[lru] -= scan;
+            if lru % 2 == 1 {
+                if pass.may_deactivate[lru / 2] {
+                    self.shrink_active_list(n, c, scan, lru);
+                }
+            } else {
+                let got = self.shrink_inactive_list(n, c, scan, lru, who);
+                pass.reclaimed += got;
+                pass.total += got;
             }
         }
-        // Keep the inactive lists from running dry (age anon only when it can be reclaimed).
+    }
+
+    /// The end of shrink_lruvec: keep the inactive lists from running dry (anon only when it
+    /// can be reclaimed).
+    fn finish_shrink(&mut self, n: usize, c: usize) {
         if self.can_demote(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
             self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
         }
         if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
             self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
         }
-        reclaimed
     }
 
     /// isolate_lru_folios from the tail of `lru`.
