@@ -1,5 +1,7 @@
 //! The `tierlab` command line: run a scenario, or benchmark the simulator itself.
 
+mod compare;
+
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -10,6 +12,8 @@ use tierlab::{Config, Sim};
 
 /// The built-in default scenario (scenarios/xsbench.toml), used when `run` gets no file.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/xsbench.toml");
+/// Seed 000's experiment (scenarios/xsbench-tiered.toml), for `reproduce migrc`.
+const XSBENCH_TIERED: &str = include_str!("../../../scenarios/xsbench-tiered.toml");
 
 #[derive(Parser)]
 #[command(
@@ -41,6 +45,31 @@ enum Command {
         /// Print only errors (no summary, no progress bar).
         #[arg(long, short)]
         quiet: bool,
+    },
+    /// Run a scenario twice — as given, and with --set overrides (or a second scenario file) —
+    /// and print a before/after table with changes in percent.
+    Compare {
+        /// The baseline scenario.
+        scenario: PathBuf,
+        /// A second scenario to compare against (instead of --set overrides).
+        other: Option<PathBuf>,
+        /// Overrides for the second run, e.g. --set kernel.migrc=on (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Overrides applied to both runs, e.g. --both workload.particles=50000.
+        #[arg(long = "both", value_name = "KEY=VALUE")]
+        both: Vec<String>,
+        /// Write both results and the table as JSON.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Rerun a seed's experiment and print the simulated changes beside the published ones.
+    /// Names: migrc (seed 000: XSBench on 1 GiB DRAM + CXL, MIGRC off vs on).
+    Reproduce {
+        name: String,
+        /// Overrides applied to both runs, e.g. --set workload.particles=100000 for a shorter run.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// Measure simulator speed (simulated accesses per wall second) on a scenario.
     Bench {
@@ -147,6 +176,111 @@ fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Resul
     Ok(())
 }
 
+fn compare_cmd(
+    scenario: PathBuf,
+    other: Option<PathBuf>,
+    sets: Vec<String>,
+    both: Vec<String>,
+    json: Option<PathBuf>,
+) -> Result<(), String> {
+    let (before, origin) = load(Some(&scenario), &both)?;
+    let (after, after_origin, label) = match &other {
+        Some(o) => {
+            let (c, origin) = load(Some(o), &both)?;
+            (c, origin, "after".to_string())
+        }
+        None => {
+            let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
+            let (c, origin) = load(Some(&scenario), &all)?;
+            (c, origin, "after".to_string())
+        }
+    };
+    let results = compare::run_all(
+        vec![
+            compare::Variant {
+                label: "before".into(),
+                cfg: before,
+                origin,
+            },
+            compare::Variant {
+                label,
+                cfg: after,
+                origin: after_origin,
+            },
+        ],
+        false,
+    )?;
+    if other.is_none() && !sets.is_empty() {
+        println!("after = before with {}", sets.join(" "));
+    }
+    print!("{}", compare::table(&results));
+    if let Some(path) = json {
+        let doc = serde_json::json!({
+            "before": results[0].1.result_json(results[0].2),
+            "after": results[1].1.result_json(results[1].2),
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
+    let (text, switch, published, title) = match name {
+        "migrc" => (
+            XSBENCH_TIERED,
+            "kernel.migrc=on",
+            compare::migrc_published(),
+            "seed 000 (MIGRC v9): XSBench -t 16, 1 GiB DRAM + CPU-less node, numa_balancing=2, demotion on",
+        ),
+        other => return Err(format!("no experiment named '{other}' (available: migrc)")),
+    };
+    let origin = format!("built-in {name} scenario");
+    let mk = |extra: &[String]| {
+        let all: Vec<String> = sets.iter().chain(extra.iter()).cloned().collect();
+        Config::from_str_with(text, &origin, None, &all).map_err(|e| e.to_string())
+    };
+    let before = mk(&[])?;
+    let after = mk(&[switch.to_string()])?;
+    println!("Reproducing {title}");
+    println!("before: the scenario as shipped; after: with {switch}\n");
+    let results = compare::run_all(
+        vec![
+            compare::Variant {
+                label: "before".into(),
+                cfg: before,
+                origin: origin.clone(),
+            },
+            compare::Variant {
+                label: "after".into(),
+                cfg: after,
+                origin: origin.clone(),
+            },
+        ],
+        false,
+    )?;
+    print!("{}", compare::table(&results));
+    let (table, marks) = compare::reproduce_table(&published, &results[0].1, &results[1].1);
+    println!("\nPublished change beside simulated change (DIRECTION: opposite sign; SIZE ×2: off by more than a factor of 2):\n");
+    print!("{table}");
+    println!("\nSources:");
+    let mut seen = Vec::new();
+    for p in &published {
+        if !seen.contains(&p.source) {
+            seen.push(p.source);
+            println!("  {}", p.source);
+        }
+    }
+    println!("\n{marks} metric(s) marked.");
+    let violations: u64 = results.iter().map(|r| r.1.checker.count).sum();
+    if violations > 0 {
+        return Err(format!(
+            "{violations} invariant violation(s) during the runs"
+        ));
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
@@ -161,6 +295,14 @@ fn main() -> ExitCode {
             sets,
             repeat,
         } => bench(scenario, sets, repeat),
+        Command::Compare {
+            scenario,
+            other,
+            sets,
+            both,
+            json,
+        } => compare_cmd(scenario, other, sets, both, json),
+        Command::Reproduce { name, sets } => reproduce_cmd(&name, sets),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

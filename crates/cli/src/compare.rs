@@ -1,0 +1,299 @@
+//! `tierlab compare` and `tierlab reproduce`: run variants of a scenario side by side (in
+//! parallel when the host has cores) and print before/after tables like the seeds' tables.
+
+use std::time::Instant;
+use tierlab::report::group;
+use tierlab::stats::{Perf, Vm};
+use tierlab::{Config, Sim};
+
+/// One side of a comparison.
+pub struct Variant {
+    pub label: String,
+    pub cfg: Config,
+    pub origin: String,
+}
+
+/// The figures a comparison reports, in the order of the seeds' tables.
+pub const METRICS: [&str; 16] = [
+    "itlb.itlb_flush",
+    "tlb_flush.dtlb_thread",
+    "tlb_flush.stlb_any",
+    "dTLB-load-misses",
+    "dTLB-store-misses",
+    "iTLB-load-misses",
+    "TLB shootdowns per CPU",
+    "runtime (s)",
+    "work per second",
+    "pgpromote_success",
+    "pgdemote_kswapd",
+    "numa_hint_faults",
+    "pgmigrate_success",
+    "migrc_deferred",
+    "migrc_flush_ipis",
+    "invariant violations",
+];
+
+/// The metric values of a finished run, in METRICS order.
+pub fn metrics(sim: &Sim) -> Vec<f64> {
+    let p = sim.perf_total();
+    let ncpu = sim.cpus.len().max(1) as f64;
+    let tlb: u64 = sim.cpus.iter().map(|c| c.irq.tlb).sum();
+    let wm = sim.workload_metrics();
+    vec![
+        p.get(Perf::ItlbFlush) as f64,
+        p.get(Perf::TlbFlushDtlbThread) as f64,
+        p.get(Perf::TlbFlushStlbAny) as f64,
+        p.get(Perf::DtlbLoadMisses) as f64,
+        p.get(Perf::DtlbStoreMisses) as f64,
+        p.get(Perf::ItlbLoadMisses) as f64,
+        tlb as f64 / ncpu,
+        wm.roi_seconds,
+        wm.per_second,
+        sim.vm.get(Vm::PgPromoteSuccess) as f64,
+        sim.vm.get(Vm::PgDemoteKswapd) as f64,
+        sim.vm.get(Vm::NumaHintFaults) as f64,
+        sim.vm.get(Vm::PgMigrateSuccess) as f64,
+        sim.vm.get(Vm::MigrcDeferred) as f64,
+        sim.vm.get(Vm::MigrcFlushIpis) as f64,
+        sim.checker.count as f64,
+    ]
+}
+
+/// Run every variant, several at once when the host has the cores; results keep their order.
+pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<(String, Sim, f64)>, String> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mut out: Vec<Option<Result<(String, Sim, f64), String>>> = Vec::new();
+    let mut pending: Vec<(usize, Variant)> = variants.into_iter().enumerate().collect();
+    out.resize_with(pending.len(), || None);
+    while !pending.is_empty() {
+        let take = pending.len().min(cores.max(1));
+        let wave: Vec<(usize, Variant)> = pending.drain(..take).collect();
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> = wave
+                .into_iter()
+                .map(|(i, v)| {
+                    s.spawn(move || {
+                        if !quiet {
+                            eprintln!("tierlab: running '{}' ({})", v.label, v.origin);
+                        }
+                        let r = run_one(v);
+                        (i, r)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a variant thread panicked"))
+                .collect::<Vec<_>>()
+        });
+        for (i, r) in results {
+            out[i] = Some(r);
+        }
+    }
+    out.into_iter()
+        .map(|r| r.expect("every variant ran"))
+        .collect()
+}
+
+fn run_one(v: Variant) -> Result<(String, Sim, f64), String> {
+    let workload = workloads::build(&v.cfg, &v.origin).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut sim = Sim::new(v.cfg, workload).map_err(|e| format!("{}: {e}", v.origin))?;
+    sim.run(&mut |_| {})
+        .map_err(|e| format!("{} ({}): simulation stopped: {e}", v.origin, v.label))?;
+    Ok((v.label, sim, started.elapsed().as_secs_f64()))
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e18 {
+        group(v as u64)
+    } else if v.abs() >= 1000.0 {
+        group(v.round() as u64)
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Percent change from `a` to `b`.
+pub fn change(a: f64, b: f64) -> Option<f64> {
+    (a != 0.0).then(|| (b - a) / a * 100.0)
+}
+
+/// The BEFORE/AFTER table (first variant is the baseline).
+pub fn table(results: &[(String, Sim, f64)]) -> String {
+    let mut s = String::new();
+    let cols: Vec<Vec<f64>> = results.iter().map(|(_, sim, _)| metrics(sim)).collect();
+    s.push_str(&format!("{:<26}", "metric"));
+    for (label, _, _) in results {
+        s.push_str(&format!("{:>18}", label));
+    }
+    for (label, _, _) in results.iter().skip(1) {
+        s.push_str(&format!("{:>12}", format!("Δ {label}")));
+    }
+    s.push('\n');
+    for (m, name) in METRICS.iter().enumerate() {
+        s.push_str(&format!("{:<26}", name));
+        for col in &cols {
+            s.push_str(&format!("{:>18}", fmt_value(col[m])));
+        }
+        for col in cols.iter().skip(1) {
+            let d = match change(cols[0][m], col[m]) {
+                Some(pct) => format!("{pct:+.1}%"),
+                None if col[m] == 0.0 => "=".into(),
+                None => "new".into(),
+            };
+            s.push_str(&format!("{:>12}", d));
+        }
+        s.push('\n');
+    }
+    s.push_str(&format!("{:<26}", "wall seconds"));
+    for (_, _, wall) in results {
+        s.push_str(&format!("{:>18}", format!("{wall:.1}")));
+    }
+    s.push('\n');
+    s
+}
+
+/// A published before → after pair from a seed, for `reproduce`.
+pub struct Published {
+    pub metric: &'static str,
+    pub before: f64,
+    pub after: f64,
+    pub source: &'static str,
+}
+
+/// Seed 000 (MIGRC v9, XSBench -t 16 -p 50000000 on QEMU, 1 GB DRAM + 99 GB CPU-less node).
+pub fn migrc_published() -> Vec<Published> {
+    let before_tlb = [
+        1364803, 1303670, 1333921, 1349607, 1356934, 1354216, 1332972, 1342842, 1350265, 1316443,
+        1355928, 1360793, 1298239, 1326358, 1343006, 1340971,
+    ];
+    let after_tlb = [
+        117257, 119219, 117178, 115737, 117967, 118948, 117508, 116079, 116962, 117266, 117320,
+        117215, 105808, 103934, 115672, 117610,
+    ];
+    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+    let v9 = "seed 000 v9 cover letter";
+    vec![
+        Published {
+            metric: "itlb.itlb_flush",
+            before: 40417078.0,
+            after: 3316495.0,
+            source: v9,
+        },
+        Published {
+            metric: "tlb_flush.dtlb_thread",
+            before: 234852566.0,
+            after: 138912511.0,
+            source: v9,
+        },
+        Published {
+            metric: "tlb_flush.stlb_any",
+            before: 153192357.0,
+            after: 115199341.0,
+            source: v9,
+        },
+        Published {
+            metric: "dTLB-load-misses",
+            before: 119001107892.0,
+            after: 117610390021.0,
+            source: v9,
+        },
+        Published {
+            metric: "dTLB-store-misses",
+            before: 307921167.0,
+            after: 198042233.0,
+            source: v9,
+        },
+        Published {
+            metric: "iTLB-load-misses",
+            before: 1355272118.0,
+            after: 840066984.0,
+            source: v9,
+        },
+        Published {
+            metric: "TLB shootdowns per CPU",
+            before: mean(&before_tlb),
+            after: mean(&after_tlb),
+            source: v9,
+        },
+        Published {
+            metric: "runtime (s)",
+            before: 968.783,
+            after: 913.210,
+            source: v9,
+        },
+        Published {
+            metric: "work per second",
+            before: 1754778.0,
+            after: 1861565.0,
+            source: v9,
+        },
+        Published {
+            metric: "pgpromote_success",
+            before: 8190027.0,
+            after: 8791934.0,
+            source: "numa_pages_migrated, v4 thread Nov 2023 (vanilla vs migrc)",
+        },
+        Published {
+            metric: "pgdemote_kswapd",
+            before: 17098994.0 - 8190027.0,
+            after: 18276174.0 - 8791934.0,
+            source: "pgmigrate_success − numa_pages_migrated, v4 thread Nov 2023 [derived]",
+        },
+    ]
+}
+
+/// Simulated change beside the published one, marked where the direction differs or the size
+/// is off by more than a factor of 2. Published changes under 2 % count as "no change".
+pub fn reproduce_table(published: &[Published], before: &Sim, after: &Sim) -> (String, usize) {
+    let b = metrics(before);
+    let a = metrics(after);
+    let mut s = format!(
+        "{:<24}{:>14}{:>14}{:>10}   {}\n",
+        "metric", "published", "simulated", "", "simulated before → after"
+    );
+    let mut marks = 0;
+    for p in published {
+        let Some(m) = METRICS.iter().position(|&n| n == p.metric) else {
+            continue;
+        };
+        let pub_pct = change(p.before, p.after).unwrap_or(0.0);
+        let sim_pct = change(b[m], a[m]);
+        let mark = match sim_pct {
+            None => "NO DATA",
+            Some(sp) => {
+                if pub_pct.abs() < 2.0 {
+                    if sp.abs() < 4.0 {
+                        ""
+                    } else {
+                        "SIZE"
+                    }
+                } else if sp.signum() != pub_pct.signum() || sp.abs() < 0.5 {
+                    "DIRECTION"
+                } else if !(0.5..=2.0).contains(&(sp.abs() / pub_pct.abs())) {
+                    "SIZE ×2"
+                } else {
+                    ""
+                }
+            }
+        };
+        if !mark.is_empty() {
+            marks += 1;
+        }
+        s.push_str(&format!(
+            "{:<24}{:>14}{:>14}{:>10}   {} → {}\n",
+            p.metric,
+            format!("{pub_pct:+.1}%"),
+            sim_pct
+                .map(|x| format!("{x:+.1}%"))
+                .unwrap_or_else(|| "-".into()),
+            mark,
+            fmt_value(b[m]),
+            fmt_value(a[m]),
+        ));
+    }
+    (s, marks)
+}
