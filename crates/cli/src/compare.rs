@@ -97,7 +97,7 @@ pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<(String, Sim, 
         .collect()
 }
 
-fn run_one(v: Variant) -> Result<(String, Sim, f64), String> {
+fn run_one(v: Variant) -> Result<Finished, String> {
     let workload = workloads::build(&v.cfg, &v.origin).map_err(|e| e.to_string())?;
     let started = Instant::now();
     let mut sim = Sim::new(v.cfg, workload).map_err(|e| format!("{}: {e}", v.origin))?;
@@ -122,7 +122,7 @@ pub fn change(a: f64, b: f64) -> Option<f64> {
 }
 
 /// The BEFORE/AFTER table (first variant is the baseline).
-pub fn table(results: &[(String, Sim, f64)]) -> String {
+pub fn table(results: &[Finished]) -> String {
     let mut s = String::new();
     let cols: Vec<Vec<f64>> = results.iter().map(|(_, sim, _)| metrics(sim)).collect();
     s.push_str(&format!("{:<26}", "metric"));
