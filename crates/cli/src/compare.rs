@@ -59,12 +59,15 @@ pub fn metrics(sim: &Sim) -> Vec<f64> {
     ]
 }
 
+/// A finished variant: its label, the simulation, and the wall seconds it took.
+pub type Finished = (String, Sim, f64);
+
 /// Run every variant, several at once when the host has the cores; results keep their order.
-pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<(String, Sim, f64)>, String> {
+pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<Finished>, String> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let mut out: Vec<Option<Result<(String, Sim, f64), String>>> = Vec::new();
+    let mut out: Vec<Option<Result<Finished, String>>> = Vec::new();
     let mut pending: Vec<(usize, Variant)> = variants.into_iter().enumerate().collect();
     out.resize_with(pending.len(), || None);
     while !pending.is_empty() {
