@@ -88,6 +88,13 @@ pub struct MachineConfig {
     pub mlp: f64,
     #[serde(default)]
     pub tlb: TlbConfig,
+    /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 (the default) turns it
+    /// off and every access pays its node's latency. It costs about a third of the
+    /// simulator's speed, so it is opt-in for now.
+    #[serde(default = "default_cache_kib")]
+    pub cache_kib: u32,
+    #[serde(default = "default_cache_ways")]
+    pub cache_ways: u32,
     pub nodes: Vec<NodeConfig>,
     /// SLIT distances (`node_distance`), row per node; default 10 local, 20 remote.
     #[serde(default)]
@@ -105,6 +112,12 @@ fn default_ghz() -> f64 {
 }
 fn default_mlp() -> f64 {
     4.0
+}
+fn default_cache_kib() -> u32 {
+    0
+}
+fn default_cache_ways() -> u32 {
+    8
 }
 
 /// TLB geometry; defaults are a modern x86 server core (Intel Ice Lake/Sapphire Rapids-class).
@@ -514,6 +527,21 @@ impl Config {
                 return bad(
                     &format!("machine.tlb.{name}_entries"),
                     format!("{e} entries in {w} ways: need ways in 1..=32 and a power-of-two number of sets"),
+                );
+            }
+        }
+        if m.cache_kib > 0 {
+            let lines = (m.cache_kib as u64 * 1024) / 64;
+            let w = m.cache_ways as u64;
+            if w == 0
+                || w > 32
+                || lines % w != 0
+                || !(lines / w).is_power_of_two()
+                || lines / w < 256
+            {
+                return bad(
+                    "machine.cache_kib",
+                    format!("{} KiB in {} ways: need ways in 1..=32 and a power-of-two number of sets ≥ 256", m.cache_kib, m.cache_ways),
                 );
             }
         }

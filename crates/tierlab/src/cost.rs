@@ -10,6 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct CostTable {
     /// L1 dTLB/iTLB miss that hits the STLB: ~8 cycles (LIKWID TLB group notes, §4) [estimate].
     pub stlb_hit_cycles: u32,
+    /// A load or store that hits the per-CPU cache filter (L2 hit latency: 14 cycles on Zen 4,
+    /// 16 on Golden Cove) [estimate: vendor optimisation manuals, not in workloads.md].
+    pub cache_hit_cycles: u32,
     /// Page walk on an STLB miss: "about 25 cycles" penalty for 4 KiB pages (LIKWID, §4); the
     /// walk's own PTE loads mostly hit the caches [estimate].
     pub page_walk_cycles: u32,
@@ -77,6 +80,7 @@ impl Default for CostTable {
     fn default() -> Self {
         CostTable {
             stlb_hit_cycles: 8,
+            cache_hit_cycles: 14,
             page_walk_cycles: 25,
             accessed_bit_cycles: 790,
             dirty_bit_cycles: 500,

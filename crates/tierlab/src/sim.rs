@@ -7,6 +7,7 @@
 use crate::check::Checker;
 use crate::config::{CheckLevel, Config};
 use crate::cost::CostTable;
+use crate::machine::cache::LINE_SHIFT;
 use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::mm::filemap::PageCacheFile;
@@ -166,7 +167,7 @@ impl Sim {
             }
         }
         let cpus: Vec<Cpu> = (0..ncpus)
-            .map(|c| Cpu::new(c as u32, cpu_node[c], &m.tlb))
+            .map(|c| Cpu::new(c as u32, cpu_node[c], &m.tlb, m.cache_kib, m.cache_ways))
             .collect();
 
         let mut zones = Vec::new();
@@ -593,7 +594,7 @@ impl Sim {
             if let Some(i) = l1.lookup(vpn, asid) {
                 let d = l1.data(i);
                 if !store || d & TLB_DIRTY != 0 {
-                    return self.mem_cycles(tlb_pfn(d), store);
+                    return self.mem_cycles(c, tlb_pfn(d), vaddr, store);
                 }
                 cached = Cached::L1;
             } else if let Some(i) = cpu.stlb.lookup(vpn, asid) {
@@ -601,7 +602,8 @@ impl Sim {
                 if !store || d & TLB_DIRTY != 0 {
                     l1.insert(vpn, asid, d);
                     cpu.perf.inc(Perf::StlbHits);
-                    return self.cost.stlb_hit_cycles as u64 + self.mem_cycles(tlb_pfn(d), store);
+                    return self.cost.stlb_hit_cycles as u64
+                        + self.mem_cycles(c, tlb_pfn(d), vaddr, store);
                 }
                 cached = Cached::Stlb;
             }
@@ -609,8 +611,16 @@ impl Sim {
         self.access_slow(c, tid, vaddr, vpn, kind, cached)
     }
 
+    /// The data access after translation: a cache-filter hit, or the latency of the frame's
+    /// node (which counts the access as memory traffic).
     #[inline]
-    fn mem_cycles(&mut self, pfn: u32, store: bool) -> u64 {
+    fn mem_cycles(&mut self, c: usize, pfn: u32, vaddr: u64, store: bool) -> u64 {
+        if let Some(cache) = self.cpus[c].cache.as_mut() {
+            let line = ((pfn as u64) << (PAGE_SHIFT - LINE_SHIFT)) | ((vaddr >> LINE_SHIFT) & 63);
+            if cache.access(line) {
+                return self.cost.cache_hit_cycles as u64;
+            }
+        }
         let n = self.node_of_pfn(pfn);
         let node = &mut self.nodes[n];
         node.accesses += 1;
@@ -688,7 +698,7 @@ impl Sim {
                     }
                 }
                 debug_assert!(data & TLB_WRITE != 0 || !store);
-                return cycles + self.mem_cycles(pte::pfn(p), store);
+                return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store);
             }
             if !counted {
                 counted = true;

@@ -42,10 +42,12 @@ pub struct Cpu {
     pub sys_cycles: u64,
     /// Cycles spent running user ops.
     pub user_cycles: u64,
+    /// Data cache filter; None when machine.cache_kib = 0.
+    pub cache: Option<crate::machine::cache::Cache>,
 }
 
 impl Cpu {
-    pub fn new(id: u32, node: u8, tlb: &TlbConfig) -> Self {
+    pub fn new(id: u32, node: u8, tlb: &TlbConfig, cache_kib: u32, cache_ways: u32) -> Self {
         Cpu {
             id,
             node,
@@ -71,6 +73,8 @@ impl Cpu {
             slice_end: 0,
             sys_cycles: 0,
             user_cycles: 0,
+            cache: (cache_kib > 0)
+                .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }
     }
 
