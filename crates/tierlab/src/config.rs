@@ -535,7 +535,7 @@ impl Config {
             let w = m.cache_ways as u64;
             if w == 0
                 || w > 32
-                || lines % w != 0
+                || !lines.is_multiple_of(w)
                 || !(lines / w).is_power_of_two()
                 || lines / w < 256
             {
