@@ -613,7 +613,7 @@ impl Sim {
 
     /// The data access after translation: a cache-filter hit, or the latency of the frame's
     /// node (which counts the access as memory traffic).
-    #[inline]
+    #[inline(always)]
     fn mem_cycles(&mut self, c: usize, pfn: u32, vaddr: u64, store: bool) -> u64 {
         if let Some(cache) = self.cpus[c].cache.as_mut() {
             let line = ((pfn as u64) << (PAGE_SHIFT - LINE_SHIFT)) | ((vaddr >> LINE_SHIFT) & 63);
