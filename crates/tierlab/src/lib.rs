@@ -7,6 +7,7 @@ pub mod config;
 pub mod cost;
 pub mod machine;
 pub mod mm;
+pub mod phases;
 pub mod report;
 pub mod sched;
 pub mod sim;

@@ -145,6 +145,15 @@ impl Sim {
                         .map(|(f, a, fi, acc)| json!({"free": f, "anon": a, "file": fi, "accesses": acc}))
                         .collect();
                     m.insert("nodes".into(), Value::Array(nodes));
+                    if !self.regions.is_empty() {
+                        let regions: Map<String, Value> = self
+                            .regions
+                            .iter()
+                            .zip(s.regions.iter())
+                            .map(|(r, per_node)| (r.name.clone(), json!(per_node)))
+                            .collect();
+                        m.insert("regions".into(), Value::Object(regions));
+                    }
                     Value::Object(m)
                 })
                 .collect(),
@@ -192,6 +201,8 @@ impl Sim {
             "nodes": self.nodes_json(),
             "workload": Value::Object(workload),
             "timeline": self.timeline_json(),
+            "phases": self.phases_json(),
+            "pageout_kept_no_swap": self.pageout_kept_no_swap,
             "check": {
                 "level": format!("{:?}", self.checker.level).to_lowercase(),
                 "ran": self.checker.checks_run > 0,
@@ -282,6 +293,34 @@ impl Sim {
             format!("{unit}/s:"),
             group(wm.per_second as u64)
         );
+        if !self.phase_stats.is_empty() {
+            let _ = writeln!(s, "\n Phases (simulated time):");
+            for p in &self.phase_stats {
+                let us = self.cycles_to_s(p.cycles) * 1e6;
+                let per = if p.instances > 0 {
+                    us / p.instances as f64
+                } else {
+                    0.0
+                };
+                let _ = writeln!(
+                    s,
+                    "   {:<28} took {:>12.1} us over {} run(s) ({:.1} us each), {} accesses, {} faults",
+                    p.name,
+                    us,
+                    p.instances,
+                    per,
+                    group(p.accesses),
+                    p.vm_delta.get(Vm::PgFault)
+                );
+            }
+        }
+        if self.pageout_kept_no_swap > 0 {
+            let _ = writeln!(
+                s,
+                "\n MADV_PAGEOUT left {} anon pages resident: no swap device is modelled yet.",
+                group(self.pageout_kept_no_swap)
+            );
+        }
         let acc = self.accesses();
         let _ = writeln!(
             s,

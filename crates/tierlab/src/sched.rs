@@ -44,7 +44,7 @@ impl Sim {
     }
 
     /// The current thread stopped running here: run the next one or go idle (lazy TLB).
-    fn pick_next(&mut self, c: usize) {
+    pub(crate) fn pick_next(&mut self, c: usize) {
         self.cpus[c].current = NIL;
         if let Some(next) = self.cpus[c].runqueue.pop_front() {
             self.charge_sys(c, self.cost.context_switch_cycles as u64);
@@ -107,5 +107,28 @@ impl Sim {
         self.mms[mm].users -= 1;
         self.pick_next(c);
         self.maybe_release_barrier(mm);
+    }
+}
+
+impl Sim {
+    /// nanosleep: leave the CPU; an event brings the thread back.
+    pub(crate) fn thread_sleep(&mut self, c: usize, tid: usize, ns: u64) {
+        self.threads[tid].state = ThreadState::Sleeping;
+        let at = self.cpus[c].clock + self.ns_to_cycles(ns as f64);
+        self.schedule(at, crate::sim::Event::Wake(tid as u32));
+        self.pick_next(c);
+    }
+
+    /// The sleep is over: back on the thread's CPU.
+    pub(crate) fn thread_wake(&mut self, tid: usize, t: u64) {
+        if self.threads[tid].state != ThreadState::Sleeping {
+            return;
+        }
+        self.threads[tid].state = ThreadState::Runnable;
+        let c = self.threads[tid].cpu as usize;
+        if self.cpus[c].current == NIL {
+            self.cpus[c].clock = self.cpus[c].clock.max(t);
+        }
+        self.enqueue(c, tid as u32);
     }
 }

@@ -38,6 +38,7 @@ pub enum AccessKind {
 pub enum ThreadState {
     Runnable,
     AtBarrier,
+    Sleeping,
     Exited,
 }
 
@@ -59,6 +60,10 @@ pub struct Thread {
     pub numa_node_stamp: u64,
     /// p->numa_scan_period in ms (init_numa_balancing sets scan_delay).
     pub numa_scan_period_ms: u64,
+    /// Next slot of `Op::Pace` rate control (0: not started).
+    pub pace_next: u64,
+    /// Phase the thread is in (Mark::Phase).
+    pub phase: Option<u32>,
 }
 
 /// Timed events, ordered by (time, sequence number) for determinism.
@@ -68,6 +73,8 @@ pub enum Event {
     KswapdRun(u8),
     /// Take a timeline sample (and a periodic invariant check).
     Sample,
+    /// A sleeping thread wakes up.
+    Wake(u32),
 }
 
 /// A run that cannot continue: what a real machine would report (SIGSEGV, OOM).
@@ -93,6 +100,8 @@ pub struct Sample {
     pub vm: Vec<u64>,
     pub tlb_shootdowns: u64,
     pub dtlb_load_misses: u64,
+    /// Per workload region: resident pages per node.
+    pub regions: Vec<Vec<u64>>,
 }
 
 /// vmstat counters recorded in every timeline sample.
@@ -148,6 +157,10 @@ pub struct Sim {
     pub tiers: MemoryTiers,
     /// MIGRC's deferred-flush state (kernel.migrc).
     pub migrc: crate::mm::migrc::Migrc,
+    /// Anon pages MADV_PAGEOUT could not reclaim for want of a swap device.
+    pub pageout_kept_no_swap: u64,
+    pub phase_stats: Vec<crate::phases::PhaseStat>,
+    pub regions: Vec<crate::workload::RegionSpec>,
 }
 
 impl Sim {
@@ -270,6 +283,13 @@ impl Sim {
             zero_pfn,
             tiers: MemoryTiers::new(&cfg),
             migrc: Default::default(),
+            pageout_kept_no_swap: 0,
+            phase_stats: workload
+                .phases
+                .iter()
+                .map(|n| crate::phases::PhaseStat::named(n))
+                .collect(),
+            regions: workload.regions.clone(),
             cfg,
         };
         for (i, spec) in workload.threads.into_iter().enumerate() {
@@ -294,6 +314,8 @@ impl Sim {
                 runtime: 0,
                 numa_node_stamp: 0,
                 numa_scan_period_ms: sim.cfg.kernel.numa_balancing_scan_delay_ms,
+                pace_next: 0,
+                phase: None,
             });
             if let crate::workload::Placement::Pinned(c) = spec.placement {
                 if c >= sim.cfg.machine.cpus {
@@ -426,6 +448,7 @@ impl Sim {
                 self.schedule(t + self.sample_interval, Event::Sample);
             }
             Event::KswapdRun(node) => self.kswapd_run(node as usize, t),
+            Event::Wake(tid) => self.thread_wake(tid as usize, t),
         }
     }
 
@@ -461,6 +484,25 @@ impl Sim {
             tlb += c.irq.tlb;
             dtlb += c.perf.get(Perf::DtlbLoadMisses);
         }
+        let regions = self
+            .regions
+            .iter()
+            .map(|r| {
+                let mut per_node = vec![0u64; self.nodes.len()];
+                let mm = r.process as usize;
+                let s = (r.start >> PAGE_SHIFT) as u32;
+                let e = ((r.start + r.len) >> PAGE_SHIFT) as u32;
+                if mm < self.mms.len() {
+                    for vpn in s..e {
+                        let p = self.mms[mm].pgtable.get(vpn);
+                        if pte::maps_frame(p) && pte::pfn(p) != self.zero_pfn {
+                            per_node[self.node_of_pfn(pte::pfn(p))] += 1;
+                        }
+                    }
+                }
+                per_node
+            })
+            .collect();
         self.timeline.push(Sample {
             t_ms: self.cycles_to_s(t) * 1e3,
             nodes,
@@ -468,6 +510,7 @@ impl Sim {
             vm: TIMELINE_VM.iter().map(|&v| self.vm.get(v)).collect(),
             tlb_shootdowns: tlb,
             dtlb_load_misses: dtlb,
+            regions,
         });
     }
 
@@ -515,6 +558,36 @@ impl Sim {
                         Mark::RoiBegin => t.roi_begin = Some(now),
                         Mark::RoiEnd => t.roi_end = Some(now),
                         Mark::Work(n) => t.work += n as u64,
+                        Mark::Phase(id) => {
+                            let in_flight = accesses;
+                            self.enter_phase(tid, Some(id), now, in_flight);
+                        }
+                    }
+                }
+                Op::Pace(ns) => {
+                    let interval = self.ns_to_cycles(ns as f64).max(1);
+                    let t = &mut self.threads[tid];
+                    let cpu = &mut self.cpus[c];
+                    if t.pace_next == 0 {
+                        t.pace_next = cpu.clock;
+                    }
+                    if cpu.clock < t.pace_next {
+                        // Idle until the slot: not user time (finish_quantum subtracts it).
+                        cpu.idle_cycles += t.pace_next - cpu.clock;
+                        cpu.clock = t.pace_next;
+                    }
+                    t.pace_next += interval;
+                }
+                Op::Sleep(ns) => {
+                    self.threads[tid].pos = pos;
+                    self.threads[tid].buf = std::mem::take(&mut buf);
+                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    self.thread_sleep(c, tid, ns);
+                    return;
+                }
+                Op::Madvise { addr, len, advice } => {
+                    if let Err(e) = self.sys_madvise(c, tid, addr, len, advice) {
+                        self.fatal = Some(e);
                     }
                 }
                 Op::Mmap {
@@ -545,14 +618,18 @@ impl Sim {
                 Op::Barrier => {
                     self.threads[tid].pos = pos;
                     self.threads[tid].buf = std::mem::take(&mut buf);
-                    self.thread_barrier(c, tid);
                     self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    let now = self.cpus[c].clock;
+                    self.enter_phase(tid, None, now, 0);
+                    self.thread_barrier(c, tid);
                     return;
                 }
                 Op::Exit => {
                     self.threads[tid].pos = pos;
                     self.threads[tid].buf = std::mem::take(&mut buf);
                     self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    let now = self.cpus[c].clock;
+                    self.enter_phase(tid, None, now, 0);
                     self.thread_exit(c, tid);
                     return;
                 }
@@ -571,7 +648,8 @@ impl Sim {
     fn finish_quantum(&mut self, c: usize, start_clock: u64, start_sys: u64, acc: u64, tid: usize) {
         let cpu = &mut self.cpus[c];
         let sys = cpu.sys_cycles - start_sys;
-        cpu.user_cycles += (cpu.clock - start_clock).saturating_sub(sys);
+        let idle = std::mem::take(&mut cpu.idle_cycles);
+        cpu.user_cycles += (cpu.clock - start_clock).saturating_sub(sys + idle);
         self.threads[tid].accesses += acc;
         self.threads[tid].runtime += cpu.clock - start_clock;
     }

@@ -11,6 +11,13 @@ pub mod prot {
     pub const EXEC: u8 = 4;
 }
 
+/// madvise(2) advice values (include/uapi/asm-generic/mman-common.h).
+pub mod advice {
+    pub const MADV_DONTNEED: u8 = 4;
+    pub const MADV_COLD: u8 = 20;
+    pub const MADV_PAGEOUT: u8 = 21;
+}
+
 /// What backs a mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backing {
@@ -29,6 +36,8 @@ pub enum Mark {
     RoiEnd,
     /// `n` units of work completed (XSBench: lookups).
     Work(u32),
+    /// The thread enters phase `id` (an index into `Workload::phases`).
+    Phase(u32),
 }
 
 /// One operation of a thread.
@@ -55,6 +64,17 @@ pub enum Op {
         len: u64,
         prot: u8,
     },
+    /// madvise(addr, len, advice) with an `advice::*` value.
+    Madvise {
+        addr: u64,
+        len: u64,
+        advice: u8,
+    },
+    /// nanosleep: the thread leaves its CPU for this many simulated nanoseconds.
+    Sleep(u64),
+    /// Rate control: wait (idle) until this thread's next slot, `interval_ns` after the
+    /// previous one; the first Pace opens the schedule.
+    Pace(u32),
     /// move_pages(2) of every page in [addr, addr + len) to `node` (MPOL_MF_MOVE).
     MovePages {
         addr: u64,
@@ -97,6 +117,15 @@ pub struct FileSpec {
     pub pages: u64,
 }
 
+/// A named address range whose per-node residency the timeline samples.
+#[derive(Clone, Debug)]
+pub struct RegionSpec {
+    pub name: String,
+    pub process: u32,
+    pub start: u64,
+    pub len: u64,
+}
+
 pub struct Workload {
     pub name: String,
     /// Name of the unit counted by `Mark::Work` (e.g. "lookups").
@@ -106,6 +135,10 @@ pub struct Workload {
     pub threads: Vec<ThreadSpec>,
     /// Workload-specific facts for the report (e.g. XSBench's input summary).
     pub info: Vec<(String, String)>,
+    /// Names of the phases `Mark::Phase` refers to.
+    pub phases: Vec<String>,
+    /// Regions whose residency the timeline reports.
+    pub regions: Vec<RegionSpec>,
 }
 
 /// A thread whose operations are given up front (tests, small hand-written workloads).

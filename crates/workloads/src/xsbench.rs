@@ -21,7 +21,7 @@
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tierlab::workload::{
-    prot, Backing, FileSpec, Mark, Op, Placement, ThreadSpec, ThreadStream, Workload,
+    prot, Backing, FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
 };
 
 const PAGE: u64 = 4096;
@@ -767,6 +767,21 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
         }],
         threads,
         info,
+        phases: vec![],
+        regions: [
+            ("nuclide_grid", l.nuclide_grid),
+            ("unionized_energy_array", l.energy),
+            ("index_grid", l.index_grid),
+            ("heap (num_nucs, mats, concs)", l.heap),
+        ]
+        .into_iter()
+        .map(|(name, r)| RegionSpec {
+            name: name.into(),
+            process: 0,
+            start: r.start,
+            len: r.len,
+        })
+        .collect(),
     }
 }
 

@@ -42,6 +42,8 @@ pub struct Cpu {
     pub sys_cycles: u64,
     /// Cycles spent running user ops.
     pub user_cycles: u64,
+    /// Idle cycles of the current quantum (rate-control waits).
+    pub idle_cycles: u64,
     /// Data cache filter; None when machine.cache_kib = 0.
     pub cache: Option<crate::machine::cache::Cache>,
 }
@@ -73,6 +75,7 @@ impl Cpu {
             slice_end: 0,
             sys_cycles: 0,
             user_cycles: 0,
+            idle_cycles: 0,
             cache: (cache_kib > 0)
                 .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }

@@ -101,7 +101,13 @@ impl Sim {
 
     /// zap_pte_range: clear PTEs in [s, e), drop rmap counts; returns the anon frames to free
     /// and whether any PTE was cleared.
-    fn zap_pte_range(&mut self, c: usize, mm: usize, s: u32, e: u32) -> (Vec<u32>, bool) {
+    pub(crate) fn zap_pte_range(
+        &mut self,
+        c: usize,
+        mm: usize,
+        s: u32,
+        e: u32,
+    ) -> (Vec<u32>, bool) {
         let mut to_free = Vec::new();
         let mut was_mapped = false;
         for vpn in s..e {

@@ -365,7 +365,7 @@ impl Sim {
             scanned,
         );
         self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * scanned);
-        self.shrink_folio_list(c, list, who)
+        self.shrink_folio_list(c, list, who, false)
     }
 
     /// folio_check_references (linux-spec.md §2.5).
@@ -390,7 +390,14 @@ impl Sim {
 
     /// shrink_folio_list: decide each folio's fate; demote what can be demoted; unmap the rest
     /// with a batched flush; flush before freeing; put back what stays.
-    pub fn shrink_folio_list(&mut self, c: usize, list: Vec<u32>, who: Reclaimer) -> u64 {
+    /// `reclaim_pages` (MADV_PAGEOUT) passes `pageout`: no demotion, references ignored.
+    pub fn shrink_folio_list(
+        &mut self,
+        c: usize,
+        list: Vec<u32>,
+        who: Reclaimer,
+        pageout: bool,
+    ) -> u64 {
         let Some(&first) = list.first() else {
             return 0;
         };
@@ -398,12 +405,16 @@ impl Sim {
         let mut to_free = Vec::new();
         let mut keep = Vec::new();
         let mut demote = Vec::new();
-        let mut do_demote_pass = self.can_demote(n);
+        let mut do_demote_pass = self.can_demote(n) && !pageout;
         let mut pending = list;
         let mut nr_demoted = 0;
         loop {
             for pfn in pending {
-                let verdict = self.folio_check_references(pfn);
+                let verdict = if pageout {
+                    FolioRef::Reclaim
+                } else {
+                    self.folio_check_references(pfn)
+                };
                 let anon = self.frames.get(pfn).has(pg::ANON);
                 match verdict {
                     FolioRef::Activate => {
@@ -422,6 +433,9 @@ impl Sim {
                             // No swap: an anon folio that cannot be demoted is activated.
                             self.frames.get_mut(pfn).flags |= pg::ACTIVE;
                             self.vm.inc(Vm::PgActivate);
+                            if pageout {
+                                self.pageout_kept_no_swap += 1;
+                            }
                             keep.push(pfn);
                             continue;
                         }

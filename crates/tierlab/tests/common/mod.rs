@@ -24,6 +24,8 @@ pub fn workload(threads: Vec<(u32, Placement, Vec<Op>)>, files: Vec<FileSpec>) -
             })
             .collect(),
         info: vec![],
+        phases: vec![],
+        regions: vec![],
     }
 }
 

@@ -1,0 +1,132 @@
+//! madvise(2) (mm/madvise.c): MADV_DONTNEED zaps the range, MADV_COLD deactivates it,
+//! MADV_PAGEOUT reclaims it through `reclaim_pages` (no demotion, references ignored). With no
+//! swap device modelled, MADV_PAGEOUT cannot reclaim anon pages: they stay resident and are
+//! counted in `pageout_kept_no_swap`.
+
+use crate::mm::mmzone::lru_index;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
+use crate::mm::vmscan::Reclaimer;
+use crate::sim::{Sim, SimError};
+use crate::stats::Vm;
+use crate::workload::advice;
+
+impl Sim {
+    pub fn sys_madvise(
+        &mut self,
+        c: usize,
+        tid: usize,
+        addr: u64,
+        len: u64,
+        adv: u8,
+    ) -> Result<(), SimError> {
+        if !addr.is_multiple_of(PAGE_SIZE) || addr.checked_add(len).is_none_or(|e| e > USER_VA_END)
+        {
+            return Err(SimError(format!(
+                "thread {tid}: madvise({addr:#x}, {len}): bad range (EINVAL)"
+            )));
+        }
+        self.charge_sys(c, self.cost.syscall_cycles as u64);
+        let mm = self.threads[tid].mm as usize;
+        let end = (addr + len).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        if !self.range_mapped(mm, addr, end) {
+            return Err(SimError(format!(
+                "thread {tid}: madvise({addr:#x}, {len}) covers unmapped memory (ENOMEM)"
+            )));
+        }
+        let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
+        match adv {
+            advice::MADV_DONTNEED => self.madvise_dontneed(c, mm, s, e),
+            advice::MADV_COLD => self.madvise_cold(c, mm, s, e),
+            advice::MADV_PAGEOUT => self.madvise_pageout(c, mm, s, e),
+            other => {
+                return Err(SimError(format!(
+                    "thread {tid}: madvise advice {other} is not modelled"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether [start, end) is covered by VMAs without holes.
+    pub(crate) fn range_mapped(&self, mm: usize, start: u64, end: u64) -> bool {
+        let mut cursor = start;
+        for v in self.mms[mm]
+            .vmas
+            .iter()
+            .filter(|v| v.end > start && v.start < end)
+        {
+            if v.start > cursor {
+                return false;
+            }
+            cursor = v.end;
+        }
+        cursor >= end
+    }
+
+    /// madvise_dontneed_single_vma → zap_page_range_single: like munmap, but the VMA stays.
+    fn madvise_dontneed(&mut self, c: usize, mm: usize, s: u32, e: u32) {
+        let (to_free, was_mapped) = self.zap_pte_range(c, mm, s, e);
+        if was_mapped {
+            self.flush_tlb_mm_range(c, mm, s, e);
+        }
+        for pfn in to_free {
+            self.free_frame(c, pfn);
+        }
+    }
+
+    /// The present, non-zero-page frames mapped in [s, e).
+    fn mapped_frames(&self, mm: usize, s: u32, e: u32) -> Vec<(u32, u32)> {
+        (s..e)
+            .filter_map(|vpn| {
+                let p = self.mms[mm].pgtable.get(vpn);
+                (pte::present(p) && pte::pfn(p) != self.zero_pfn).then(|| (vpn, pte::pfn(p)))
+            })
+            .collect()
+    }
+
+    /// madvise_cold_or_pageout_pte_range (cold): clear young with a flush, deactivate.
+    fn madvise_cold(&mut self, c: usize, mm: usize, s: u32, e: u32) {
+        let frames = self.mapped_frames(mm, s, e);
+        let mut cleared = false;
+        for (vpn, pfn) in frames {
+            if let Some(slot) = self.mms[mm].pgtable.get_mut(vpn) {
+                cleared |= *slot & pte::YOUNG != 0;
+                *slot &= !pte::YOUNG;
+            }
+            // folio_deactivate: off the active list, onto the inactive one.
+            let p = *self.frames.get(pfn);
+            if p.has(pg::LRU) && p.has(pg::ACTIVE) {
+                let node = &mut self.nodes[p.node as usize];
+                let anon = p.has(pg::ANON);
+                self.frames
+                    .list_del(&mut node.lru[lru_index(anon, true)], pfn);
+                self.frames.get_mut(pfn).flags &= !(pg::ACTIVE | pg::REFERENCED);
+                self.frames
+                    .list_add(&mut node.lru[lru_index(anon, false)], pfn);
+                self.vm.inc(Vm::PgDeactivate);
+            } else {
+                self.frames.get_mut(pfn).flags &= !pg::REFERENCED;
+            }
+        }
+        if cleared {
+            self.flush_tlb_mm_range(c, mm, s, e);
+        }
+    }
+
+    /// madvise_pageout → reclaim_pages: isolate the range's folios and reclaim them at once.
+    fn madvise_pageout(&mut self, c: usize, mm: usize, s: u32, e: u32) {
+        let frames = self.mapped_frames(mm, s, e);
+        let mut by_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes.len()];
+        for (_, pfn) in frames {
+            if self.folio_isolate_lru(pfn) {
+                by_node[self.frames.get(pfn).node as usize].push(pfn);
+            }
+        }
+        for list in by_node.into_iter().filter(|l| !l.is_empty()) {
+            let n = list.len() as u64;
+            self.vm.add(Vm::PgScanDirect, n);
+            self.shrink_folio_list(c, list, Reclaimer::Direct, true);
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The operations scripted micro-benchmarks use: madvise, sleep, rate control, phase marks and
+//! region residency in the timeline.
+
+mod common;
+
+use common::{anon_rw, run, workload, BASE, PAGE};
+use tierlab::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
+use tierlab::mm::pgtable::pte;
+use tierlab::stats::Vm;
+use tierlab::workload::{advice, prot, Backing, FileSpec, Mark, Op, Placement, RegionSpec};
+use tierlab::Config;
+
+fn config(cpus: u32) -> Config {
+    let text = format!(
+        "[machine]\ncpus = {cpus}\n[[machine.nodes]]\ncapacity_mib = 64\nread_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0-{}\"\n[[machine.nodes]]\ncapacity_mib = 64\nread_latency_ns = 200\nwrite_latency_ns = 200\n[workload]\ntype = \"t\"\n[sim]\ncheck = \"strict\"\ntimeline_interval_ms = 1\n",
+        cpus - 1
+    );
+    Config::from_str_with(&text, "t.toml", None, &[]).unwrap()
+}
+
+fn one(ops: Vec<Op>) -> tierlab::workload::Workload {
+    workload(vec![(0, Placement::Pinned(0), ops)], vec![])
+}
+
+#[test]
+fn pace_holds_the_access_rate_within_five_percent() {
+    // 2,000 accesses at 1 µs intervals: 1,000,000 accesses per second.
+    let mut ops = vec![anon_rw(BASE, 16), Op::Mark(Mark::Phase(0))];
+    for i in 0..2000u64 {
+        ops.push(Op::Pace(1000));
+        ops.push(Op::Load(BASE + (i % 16) * PAGE));
+    }
+    let mut w = one(ops);
+    w.phases = vec!["paced".into()];
+    let sim = run(config(1), w);
+    let p = &sim.phase_stats[0];
+    let secs = sim.cycles_to_s(p.cycles);
+    let rate = p.accesses as f64 / secs;
+    assert_eq!(p.accesses, 2000);
+    assert!((rate - 1e6).abs() / 1e6 < 0.05, "rate {rate}");
+}
+
+#[test]
+fn sleep_leaves_the_cpu_for_the_given_time() {
+    let ops = vec![Op::Compute(1000), Op::Sleep(5_000_000), Op::Compute(1000)];
+    let sim = run(config(1), one(ops));
+    let s = sim.cycles_to_s(sim.end_cycles());
+    assert!((0.005..0.0051).contains(&s), "{s}");
+    assert!(
+        sim.cpus[0].user_cycles < 10_000,
+        "sleeping is not user time"
+    );
+}
+
+#[test]
+fn madvise_dontneed_frees_and_the_next_read_sees_zeroes() {
+    let mut ops = vec![anon_rw(BASE, 32)];
+    ops.extend((0..32).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.push(Op::Madvise {
+        addr: BASE,
+        len: 32 * PAGE,
+        advice: advice::MADV_DONTNEED,
+    });
+    ops.push(Op::Load(BASE));
+    let sim = run(config(1), one(ops));
+    assert_eq!(sim.nodes[0].nr_anon, 0);
+    assert_eq!(sim.vm.get(Vm::PgFree), 32);
+    assert_eq!(
+        pte::pfn(sim.mms[0].pgtable.get((BASE / PAGE) as u32)),
+        sim.zero_pfn
+    );
+}
+
+#[test]
+fn madvise_cold_deactivates_and_clears_young() {
+    let mut ops = vec![anon_rw(BASE, 8)];
+    ops.extend((0..8).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.push(Op::Madvise {
+        addr: BASE,
+        len: 8 * PAGE,
+        advice: advice::MADV_COLD,
+    });
+    let mut sim = run(config(1), one(ops));
+    // The run's MADV_COLD cleared the young bits; now make the pages active and advise again.
+    for i in 0..8u64 {
+        let p = pte::pfn(sim.mms[0].pgtable.get((BASE / PAGE + i) as u32));
+        assert_eq!(
+            sim.mms[0].pgtable.get((BASE / PAGE + i) as u32) & pte::YOUNG,
+            0
+        );
+        let node = &mut sim.nodes[0];
+        sim.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], p);
+        sim.frames.get_mut(p).flags |= tierlab::mm::page::pg::ACTIVE;
+        sim.frames.list_add(&mut node.lru[LRU_ACTIVE_ANON], p);
+    }
+    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_ANON), 8);
+    // The thread has exited but the mm is still there: advise again directly.
+    sim.sys_madvise(0, 0, BASE, 8 * PAGE, advice::MADV_COLD)
+        .unwrap();
+    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_ANON), 0);
+    assert_eq!(sim.nodes[0].lru_size(LRU_INACTIVE_ANON), 8);
+    assert_eq!(sim.vm.get(Vm::PgDeactivate), 8);
+}
+
+#[test]
+fn madvise_pageout_drops_clean_file_pages_and_keeps_anon_without_swap() {
+    let fbase = 0x4000_0000;
+    let mut ops = vec![
+        anon_rw(BASE, 16),
+        Op::Mmap {
+            addr: fbase,
+            len: 16 * PAGE,
+            prot: prot::READ,
+            backing: Backing::File { file: 0, pgoff: 0 },
+        },
+    ];
+    ops.extend((0..16).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.extend((0..16).map(|i| Op::Load(fbase + i * PAGE)));
+    ops.push(Op::Madvise {
+        addr: BASE,
+        len: 16 * PAGE,
+        advice: advice::MADV_PAGEOUT,
+    });
+    ops.push(Op::Madvise {
+        addr: fbase,
+        len: 16 * PAGE,
+        advice: advice::MADV_PAGEOUT,
+    });
+    let sim = run(
+        config(1),
+        workload(
+            vec![(0, Placement::Pinned(0), ops)],
+            vec![FileSpec {
+                name: "f".into(),
+                pages: 16,
+            }],
+        ),
+    );
+    assert_eq!(sim.nodes[0].nr_file, 0, "clean file pages were reclaimed");
+    assert_eq!(sim.vm.get(Vm::PgStealFile), 16);
+    assert_eq!(sim.nodes[0].nr_anon, 16, "no swap: anon stays resident");
+    assert_eq!(sim.pageout_kept_no_swap, 16);
+    assert_eq!(
+        sim.vm.get(Vm::PgDemoteDirect) + sim.vm.get(Vm::PgDemoteKswapd),
+        0,
+        "no demotion"
+    );
+}
+
+#[test]
+fn phases_accumulate_over_loop_iterations_and_count_their_faults() {
+    let mut t0 = vec![anon_rw(BASE, 8)];
+    for _ in 0..3 {
+        t0.push(Op::Mark(Mark::Phase(0)));
+        t0.extend((0..8).map(|i| Op::Store(BASE + i * PAGE)));
+        t0.push(Op::Barrier);
+        t0.push(Op::Mark(Mark::Phase(1)));
+        t0.push(Op::Madvise {
+            addr: BASE,
+            len: 8 * PAGE,
+            advice: advice::MADV_DONTNEED,
+        });
+        t0.push(Op::Barrier);
+    }
+    let t1 = vec![Op::Barrier; 6];
+    let mut w = workload(
+        vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)],
+        vec![],
+    );
+    w.phases = vec!["touch".into(), "dontneed".into()];
+    let sim = run(config(2), w);
+    let touch = &sim.phase_stats[0];
+    assert_eq!(touch.instances, 3);
+    assert_eq!(touch.accesses, 24);
+    assert_eq!(
+        touch.vm_delta.get(Vm::PgFault),
+        24,
+        "every touch faults after DONTNEED"
+    );
+    assert!(touch.cycles > 0);
+    let dn = &sim.phase_stats[1];
+    assert_eq!(dn.instances, 3);
+    assert_eq!(dn.vm_delta.get(Vm::PgFree), 24);
+    assert_eq!(dn.accesses, 0);
+}
+
+#[test]
+fn the_timeline_reports_region_residency_per_node() {
+    let mut ops = vec![anon_rw(BASE, 64)];
+    ops.extend((0..64).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.push(Op::MovePages {
+        addr: BASE,
+        len: 16 * PAGE,
+        node: 1,
+    });
+    ops.push(Op::Compute(5_000_000));
+    let mut w = one(ops);
+    w.regions = vec![RegionSpec {
+        name: "buf".into(),
+        process: 0,
+        start: BASE,
+        len: 64 * PAGE,
+    }];
+    let sim = run(config(1), w);
+    let last = sim.timeline.last().unwrap();
+    assert_eq!(last.regions[0], vec![48, 16]);
+    let j = sim.result_json(0.0);
+    assert_eq!(
+        j["timeline"].as_array().unwrap().last().unwrap()["regions"]["buf"],
+        serde_json::json!([48, 16])
+    );
+}
