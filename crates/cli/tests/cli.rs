@@ -83,3 +83,24 @@ fn malformed_toml_reports_the_line() {
     assert!(err.contains("line 2"), "{err}");
     let _ = std::fs::remove_file(p);
 }
+
+#[test]
+fn scripted_swap_bench_prints_phase_timings_and_the_no_swap_note() {
+    let o = tierlab(&[
+        "run",
+        "scenarios/swap_bench.toml",
+        "--set",
+        "workload.loop.0.times=50",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("Phases (simulated time):"), "{stdout}");
+    assert!(
+        stdout.contains("pageout") && stdout.contains("over 50 run(s)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("no swap device is modelled yet"),
+        "{stdout}"
+    );
+}

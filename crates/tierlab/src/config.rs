@@ -373,7 +373,8 @@ pub fn merge_toml(base: &mut toml::Table, over: &toml::Table) {
     }
 }
 
-/// Apply `key.path=value` (value parsed as TOML, or taken as a string if that fails).
+/// Apply `key.path=value` (value parsed as TOML, or taken as a string if that fails). A numeric
+/// segment indexes an array: `machine.nodes.1.capacity_mib=4096`.
 pub fn apply_set(table: &mut toml::Table, assignment: &str) -> Result<(), ConfigError> {
     let (key, raw) = assignment
         .split_once('=')
@@ -384,26 +385,56 @@ pub fn apply_set(table: &mut toml::Table, assignment: &str) -> Result<(), Config
     if parts.iter().any(|p| p.is_empty()) {
         return err(format!("--set {assignment}: empty key segment"));
     }
-    let mut cur = table;
-    for (i, p) in parts.iter().enumerate() {
-        if i + 1 == parts.len() {
-            cur.insert((*p).to_string(), value);
-            return Ok(());
-        }
-        let entry = cur
-            .entry((*p).to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = match entry {
-            toml::Value::Table(t) => t,
-            _ => {
-                return err(format!(
-                    "--set {assignment}: `{}` is not a table",
-                    parts[..=i].join(".")
-                ))
+    let fail = |i: usize, why: &str| {
+        err(format!(
+            "--set {assignment}: `{}` {why}",
+            parts[..=i].join(".")
+        ))
+    };
+    fn set_in(
+        v: &mut toml::Value,
+        parts: &[&str],
+        depth: usize,
+        value: toml::Value,
+    ) -> Result<(), (usize, &'static str)> {
+        let p = parts[depth];
+        let last = depth + 1 == parts.len();
+        match v {
+            toml::Value::Table(t) => {
+                if last {
+                    t.insert(p.to_string(), value);
+                    return Ok(());
+                }
+                let next = t
+                    .entry(p.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                set_in(next, parts, depth + 1, value)
             }
-        };
+            toml::Value::Array(a) => {
+                let i: usize = p
+                    .parse()
+                    .map_err(|_| (depth, "needs a numeric index into an array"))?;
+                let Some(slot) = a.get_mut(i) else {
+                    return Err((depth, "is past the end of the array"));
+                };
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                set_in(slot, parts, depth + 1, value)
+            }
+            _ => Err((depth.saturating_sub(1), "is not a table")),
+        }
     }
-    Ok(())
+    let mut root = toml::Value::Table(std::mem::take(table));
+    let r = set_in(&mut root, &parts, 0, value);
+    if let toml::Value::Table(t) = root {
+        *table = t;
+    }
+    match r {
+        Ok(()) => Ok(()),
+        Err((i, why)) => fail(i, why),
+    }
 }
 
 fn parse_value(raw: &str) -> toml::Value {
@@ -730,9 +761,20 @@ type = "none"
             "vm.watermark_scale_factor=200".to_string(),
             "machine.nodes.0.capacity_mib=1".to_string(),
         ];
-        // A path into an array is not a table: the error names the key.
+        // A numeric segment indexes an array; the new value is then validated like any other.
         let e = Config::from_str_with(BASE, "t.toml", None, &sets[1..]).unwrap_err();
-        assert!(e.0.contains("machine.nodes"), "{e}");
+        assert!(e.0.contains("machine.nodes[0].capacity_mib"), "{e}");
+        let c = Config::from_str_with(
+            BASE,
+            "t.toml",
+            None,
+            &["machine.nodes.0.capacity_mib=128".into()],
+        )
+        .unwrap();
+        assert_eq!(c.machine.nodes[0].capacity_mib, 128);
+        let e = Config::from_str_with(BASE, "t.toml", None, &["machine.nodes.3.cpus=\"0\"".into()])
+            .unwrap_err();
+        assert!(e.0.contains("past the end"), "{e}");
         let c = Config::from_str_with(BASE, "t.toml", None, &sets[..1]).unwrap();
         assert_eq!(c.vm.watermark_scale_factor, 200);
     }

@@ -5,6 +5,7 @@ use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{Placement, Workload};
 use tierlab::Config;
 
+pub mod scripted;
 pub mod xsbench;
 
 #[derive(Deserialize)]
@@ -119,9 +120,17 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
             }
             Ok(w)
         }
+        "scripted" => scripted::build(
+            &cfg.workload,
+            origin,
+            cfg.scenario.seed,
+            cfg.machine.nodes.len() as u32,
+            cfg.machine.cpus,
+            cfg.machine.cpu_ghz,
+        ),
         other => Err(bad(
             "type",
-            format!("unknown workload '{other}' (available: xsbench)"),
+            format!("unknown workload '{other}' (available: xsbench, scripted)"),
         )),
     }
 }
