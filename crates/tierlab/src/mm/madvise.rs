@@ -126,6 +126,7 @@ impl Sim {
         for list in by_node.into_iter().filter(|l| !l.is_empty()) {
             let n = list.len() as u64;
             self.vm.add(Vm::PgScanDirect, n);
+            self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * n);
             self.shrink_folio_list(c, list, Reclaimer::Direct, true);
         }
     }
