@@ -312,6 +312,15 @@ impl Sim {
                     group(p.accesses),
                     p.vm_delta.get(Vm::PgFault)
                 );
+                let moved: Vec<String> = Vm::ALL
+                    .iter()
+                    .filter(|&&v| v != Vm::PgFault && p.vm_delta.get(v) > 0)
+                    .take(8)
+                    .map(|&v| format!("{} {}", v.name(), p.vm_delta.get(v)))
+                    .collect();
+                if !moved.is_empty() {
+                    let _ = writeln!(s, "   {:<28}   {}", "", moved.join(", "));
+                }
             }
         }
         if self.pageout_kept_no_swap > 0 {
