@@ -156,18 +156,7 @@ impl Sim {
         let mm = self.threads[tid].mm as usize;
         let end = addr + len;
         // mprotect requires the whole range to be mapped (ENOMEM otherwise).
-        let mut cursor = addr;
-        for v in self.mms[mm]
-            .vmas
-            .iter()
-            .filter(|v| v.end > addr && v.start < end)
-        {
-            if v.start > cursor {
-                break;
-            }
-            cursor = v.end;
-        }
-        if cursor < end {
+        if !self.range_mapped(mm, addr, end) {
             return Err(SimError(format!(
                 "thread {tid}: mprotect({addr:#x}, {len}) covers unmapped memory (ENOMEM)"
             )));
