@@ -185,6 +185,10 @@ pub struct VmSysctl {
     pub swappiness: u32,
     /// /sys/kernel/mm/numa/demotion_enabled (numa_demotion_enabled), off by default.
     pub demotion_enabled: bool,
+    /// TPP (seed 003): a demotion watermark above high on top-tier nodes, in 1/10000 of the
+    /// node (TPP's default is 200 = 2 %); kswapd demotes until free pages exceed it. 0 = off
+    /// (upstream Linux has no such watermark).
+    pub demote_scale_factor: u32,
 }
 
 impl Default for VmSysctl {
@@ -195,6 +199,7 @@ impl Default for VmSysctl {
             percpu_pagelist_high_fraction: 0,
             swappiness: 60,
             demotion_enabled: false,
+            demote_scale_factor: 0,
         }
     }
 }
@@ -221,6 +226,11 @@ pub struct KernelSysctl {
     /// are reused. Not upstream; off by default. Accepts true/false or "on"/"off".
     #[serde(deserialize_with = "on_off")]
     pub migrc: bool,
+    /// TPP (seed 003): promote a slow-tier page on a hint fault only if it is on the active
+    /// LRU; otherwise mark it accessed so a later fault promotes it. Replaces the hot-threshold
+    /// test of mode 2. Off by default.
+    #[serde(deserialize_with = "on_off")]
+    pub numa_balancing_active_lru_promotion: bool,
 }
 
 /// A feature switch: a boolean, or the strings "on" / "off".
@@ -275,6 +285,7 @@ impl Default for KernelSysctl {
             numa_balancing_scan_size_mb: 256,
             numa_balancing_hot_threshold_ms: 1000,
             migrc: false,
+            numa_balancing_active_lru_promotion: false,
         }
     }
 }
@@ -658,6 +669,9 @@ impl Config {
                 "vm.percpu_pagelist_high_fraction",
                 "must be 0 or ≥ 8".into(),
             );
+        }
+        if self.vm.demote_scale_factor > 3000 {
+            return bad("vm.demote_scale_factor", "range is 0..=3000".into());
         }
         if self.vm.swappiness > 200 {
             return bad("vm.swappiness", "range is 0..=200".into());

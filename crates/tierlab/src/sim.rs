@@ -238,6 +238,7 @@ impl Sim {
                 numab: Default::default(),
                 accesses: 0,
                 kswapd_pass: Default::default(),
+                demote_wmark: 0,
             });
         }
 
@@ -292,6 +293,7 @@ impl Sim {
             regions: workload.regions.clone(),
             cfg,
         };
+        sim.setup_demote_wmarks();
         for (i, spec) in workload.threads.into_iter().enumerate() {
             if spec.process >= nproc {
                 return Err(SimError(format!(

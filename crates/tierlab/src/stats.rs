@@ -69,6 +69,12 @@ counters!(
     MigrcFlushPause => "migrc_flush_pause",
     MigrcFlushIpis => "migrc_flush_ipis",
     MigrcPause => "migrc_pause",
+    PgPromoteAnon => "pgpromote_anon",
+    PgPromoteFile => "pgpromote_file",
+    PgPromoteFailAnon => "pgpromote_fail_anon",
+    PgPromoteFailFile => "pgpromote_fail_file",
+    PgDemoteAnon => "pgdemote_anon",
+    PgDemoteFile => "pgdemote_file",
 });
 
 counters!(

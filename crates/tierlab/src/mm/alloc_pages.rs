@@ -83,6 +83,11 @@ impl Sim {
             self.vm.inc(Vm::NumaOther);
         }
         self.vm.inc(Vm::PgAllocNormal);
+        // TPP: a top-tier node below WMARK_DEMOTE wakes kswapd before it reaches low.
+        let dw = self.nodes[n].demote_wmark;
+        if dw > 0 && !self.nodes[n].zone.watermark_ok(dw) && self.can_demote(n) {
+            self.wakeup_kswapd(n);
+        }
         self.check_migrc_flush(c, pfn);
         self.check_frame_reuse(pfn, c);
         Some(pfn)

@@ -49,6 +49,8 @@ pub struct Pgdat {
     pub accesses: u64,
     /// kswapd's balance_pgdat run in progress.
     pub kswapd_pass: crate::mm::vmscan::ShrinkPass,
+    /// TPP's WMARK_DEMOTE for a top-tier node (0: not in use).
+    pub demote_wmark: u64,
 }
 
 impl Pgdat {

@@ -208,12 +208,25 @@ impl Sim {
             self.vm.inc(Vm::NumaHintFaultsLocal);
         }
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
-        if nid != this
-            && self.should_numa_migrate_memory(c, pfn, nid, this)
-            && self.migrate_misplaced_folio_prepare(pfn, this)
-            && self.migrate_misplaced_folio(c, pfn, nid, this)
-        {
-            return;
+        if nid != this && self.should_numa_migrate_memory(c, pfn, nid, this) {
+            let anon = self.frames.get(pfn).has(pg::ANON);
+            if self.migrate_misplaced_folio_prepare(pfn, this)
+                && self.migrate_misplaced_folio(c, pfn, nid, this)
+            {
+                self.vm.inc(if anon {
+                    Vm::PgPromoteAnon
+                } else {
+                    Vm::PgPromoteFile
+                });
+                return;
+            }
+            if self.tiering_mode() && !self.tiers.node_is_toptier(nid) {
+                self.vm.inc(if anon {
+                    Vm::PgPromoteFailAnon
+                } else {
+                    Vm::PgPromoteFailFile
+                });
+            }
         }
         // out_map: make the PTE accessible again; an exclusive anon folio in a writable VMA
         // gets its write permission back (can_change_pte_writable).
@@ -231,7 +244,8 @@ impl Sim {
         }
     }
 
-    /// should_numa_migrate_memory, memory-tiering branch (§3.5).
+    /// should_numa_migrate_memory, memory-tiering branch (§3.5); with TPP's active-LRU
+    /// promotion the hot-threshold test is replaced by the LRU state of the folio.
     pub fn should_numa_migrate_memory(
         &mut self,
         c: usize,
@@ -242,6 +256,9 @@ impl Sim {
         if !self.tiering_mode() || self.tiers.node_is_toptier(src) {
             // Classic NUMA-balancing placement is not modelled (see the module comment).
             return false;
+        }
+        if self.cfg.kernel.numa_balancing_active_lru_promotion {
+            return self.tpp_promote_if_active(pfn);
         }
         if self.pgdat_free_space_enough(dst) {
             self.nodes[dst].numab.nbp_threshold = 0;
@@ -264,6 +281,31 @@ impl Sim {
             return false;
         }
         !self.numa_promotion_rate_limit(dst, rate_limit, 1, now)
+    }
+
+    /// TPP's active-LRU gate: an active folio is promoted; an inactive one is marked
+    /// accessed (folio_mark_accessed: referenced first, activated on the next fault), so only
+    /// a page faulted again after a scan period gets promoted.
+    pub fn tpp_promote_if_active(&mut self, pfn: u32) -> bool {
+        let p = *self.frames.get(pfn);
+        if p.has(pg::ACTIVE) {
+            return true;
+        }
+        if !p.has(pg::REFERENCED) {
+            self.frames.get_mut(pfn).flags |= pg::REFERENCED;
+            return false;
+        }
+        // folio_activate: inactive and referenced → active list.
+        if p.has(pg::LRU) {
+            let lru = crate::mm::mmzone::lru_index(p.has(pg::ANON), false);
+            let node = &mut self.nodes[p.node as usize];
+            self.frames.list_del(&mut node.lru[lru], pfn);
+            let f = self.frames.get_mut(pfn);
+            f.flags = (f.flags & !pg::REFERENCED) | pg::ACTIVE;
+            self.frames.list_add(&mut node.lru[lru + 1], pfn);
+            self.vm.inc(Vm::PgActivate);
+        }
+        false
     }
 
     /// pgdat_free_space_enough: free above promo + max(1 GiB, node size / 16).

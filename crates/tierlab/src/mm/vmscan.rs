@@ -54,15 +54,32 @@ fn int_sqrt(x: u64) -> u64 {
 
 impl Sim {
     /// pgdat_balanced: the zone has free pages above the high watermark.
-    /// In memory-tiering mode kswapd balances to the promo watermark (promotion headroom).
+    /// In memory-tiering mode kswapd balances to the promo watermark (promotion headroom);
+    /// with TPP's decoupling, a top-tier node that can demote balances to WMARK_DEMOTE.
     pub fn pgdat_balanced(&self, n: usize) -> bool {
         let z = &self.nodes[n].zone;
-        let mark = if self.cfg.kernel.numa_balancing & NUMA_BALANCING_MEMORY_TIERING != 0 {
+        let mut mark = if self.cfg.kernel.numa_balancing & NUMA_BALANCING_MEMORY_TIERING != 0 {
             z.wmark.promo
         } else {
             z.wmark.high
         };
+        if self.can_demote(n) {
+            mark = mark.max(self.nodes[n].demote_wmark);
+        }
         z.watermark_ok(mark)
+    }
+
+    /// TPP: WMARK_DEMOTE = high + managed × demote_scale_factor / 10000 on top-tier nodes.
+    pub(crate) fn setup_demote_wmarks(&mut self) {
+        let dsf = self.cfg.vm.demote_scale_factor as u64;
+        for n in 0..self.nodes.len() {
+            let z = &self.nodes[n].zone;
+            self.nodes[n].demote_wmark = if dsf > 0 && self.tiers.node_is_toptier(n) {
+                z.wmark.high + z.managed_pages * dsf / 10000
+            } else {
+                0
+            };
+        }
     }
 
     /// can_demote: demotion is enabled and the node has a demotion target.
@@ -513,6 +530,7 @@ impl Sim {
             MigrateMode::Async,
         );
         // pgsteal_anon/file for the demoted folios (nr_reclaimed includes them).
+        let anon_flags = anon.clone();
         for (pfn, a) in first_pfns.iter().zip(anon) {
             if !failed.contains(pfn) {
                 self.vm
@@ -528,6 +546,15 @@ impl Sim {
             moved,
         );
         self.nodes[n].numab.pgdemote += moved;
+        for (pfn, a) in first_pfns.iter().zip(anon_flags) {
+            if !failed.contains(pfn) {
+                self.vm.inc(if a {
+                    Vm::PgDemoteAnon
+                } else {
+                    Vm::PgDemoteFile
+                });
+            }
+        }
         (moved, failed)
     }
 

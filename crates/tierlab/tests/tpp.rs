@@ -1,0 +1,158 @@
+//! TPP mechanisms (seed 003): the decoupled demotion watermark and active-LRU promotion,
+//! each a switch on its own, and the anon/file promotion and demotion counters.
+
+mod common;
+
+use common::{anon_rw, one_process as workload, run, BASE, PAGE};
+use tierlab::mm::page::pg;
+use tierlab::mm::pgtable::pte;
+use tierlab::stats::Vm;
+use tierlab::workload::{Op, Placement};
+use tierlab::{Config, Sim};
+
+fn tiered(sets: &[&str]) -> Config {
+    let text = r#"
+[machine]
+cpus = 4
+[[machine.nodes]]
+capacity_mib = 16
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-3"
+[[machine.nodes]]
+capacity_mib = 64
+read_latency_ns = 250
+write_latency_ns = 250
+[vm]
+demotion_enabled = true
+[kernel]
+numa_balancing = 2
+numa_balancing_scan_delay_ms = 5
+numa_balancing_scan_period_min_ms = 10
+numa_balancing_scan_size_mb = 16
+[workload]
+type = "test"
+[sim]
+check = "strict"
+timeline_interval_ms = 5
+"#;
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Config::from_str_with(text, "tpp.toml", None, &sets).unwrap()
+}
+
+/// Thread 0 touches `pages` pages, then idles long enough for kswapd to settle.
+fn fill(pages: u64) -> tierlab::workload::Workload {
+    let mut ops = vec![anon_rw(BASE, pages)];
+    ops.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.extend((0..20).map(|_| Op::Compute(1_000_000)));
+    workload(vec![(Placement::Pinned(0), ops)], vec![])
+}
+
+#[test]
+fn kswapd_keeps_the_top_tier_above_the_demotion_watermark() {
+    let sim = run(
+        tiered(&["vm.demote_scale_factor=1000", "kernel.numa_balancing=0"]),
+        fill(6000),
+    );
+    let n = &sim.nodes[0];
+    // WMARK_DEMOTE = high + 10 % of the node.
+    assert_eq!(
+        n.demote_wmark,
+        n.zone.wmark.high + n.zone.managed_pages / 10
+    );
+    assert!(
+        n.zone.nr_free > n.demote_wmark,
+        "free {} vs demote wmark {}",
+        n.zone.nr_free,
+        n.demote_wmark
+    );
+    assert!(sim.vm.get(Vm::PgDemoteKswapd) > 0);
+    // Upstream (no decoupling): allocation falls back to the slow node at the low watermark
+    // without waking kswapd, so the top tier stays full.
+    let plain = run(tiered(&["kernel.numa_balancing=0"]), fill(6000));
+    let z = &plain.nodes[0].zone;
+    assert_eq!(plain.nodes[0].demote_wmark, 0);
+    assert!(z.nr_free < n.demote_wmark, "free {} without TPP", z.nr_free);
+    assert_eq!(plain.vm.get(Vm::PgDemoteKswapd), 0);
+}
+
+fn slow_page_sim(sets: &[&str]) -> (Sim, u32) {
+    let mut all = vec!["kernel.numa_balancing_scan_delay_ms=100000"];
+    all.extend_from_slice(sets);
+    let sim = run(tiered(&all), fill(6000));
+    let pfn = pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
+    assert_eq!(sim.node_of_pfn(pfn), 1);
+    (sim, pfn)
+}
+
+#[test]
+fn active_lru_promotion_needs_a_second_fault_and_an_active_folio() {
+    let (mut sim, pfn) = slow_page_sim(&["kernel.numa_balancing_active_lru_promotion=on"]);
+    let f = |s: &Sim| s.frames.get(pfn).flags;
+    assert_eq!(f(&sim) & (pg::ACTIVE | pg::REFERENCED), 0);
+    // First fault: marked referenced, not promoted.
+    assert!(!sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    assert!(f(&sim) & pg::REFERENCED != 0);
+    // Second fault: activated, still not promoted.
+    assert!(!sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    assert!(f(&sim) & pg::ACTIVE != 0);
+    assert_eq!(sim.vm.get(Vm::PgActivate), 1);
+    // Third fault: an active folio is promoted, whatever its scan time.
+    sim.frames.get_mut(pfn).numa_access_ms = 0;
+    assert!(sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    sim.check_invariants("after activation");
+    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    // Without the switch the hot threshold decides instead (a stale scan time is rejected).
+    let (mut plain, pfn) = slow_page_sim(&[]);
+    plain.cpus[0].clock = (10.0 * 2.2e9) as u64;
+    plain.frames.get_mut(pfn).numa_access_ms = 0;
+    assert!(!plain.should_numa_migrate_memory(0, pfn, 1, 0));
+}
+
+#[test]
+fn promotion_and_demotion_counters_split_by_anon_and_file() {
+    // The first 800 pages are touched first, then pushed out by 5200 colder ones (kswapd
+    // demotes them as the oldest), then read at random by four threads under TPP.
+    let pages = 6000u64;
+    let hot = 800u64;
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut threads = vec![];
+    for t in 0..4u64 {
+        let mut ops = if t == 0 {
+            t0.clone()
+        } else {
+            vec![Op::Barrier]
+        };
+        let mut x = 99 + t;
+        for _ in 0..150_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ops.push(Op::Load(BASE + ((x >> 33) % hot) * PAGE));
+            ops.push(Op::Compute(2000));
+        }
+        threads.push((Placement::Pinned(t as u32), ops));
+    }
+    let sim = run(
+        tiered(&[
+            "vm.demote_scale_factor=200",
+            "kernel.numa_balancing_active_lru_promotion=on",
+        ]),
+        workload(threads, vec![]),
+    );
+    let v = |c| sim.vm.get(c);
+    assert!(v(Vm::PgPromoteSuccess) > 0);
+    assert_eq!(
+        v(Vm::PgPromoteAnon),
+        v(Vm::PgPromoteSuccess),
+        "all anon here"
+    );
+    assert_eq!(v(Vm::PgPromoteFile), 0);
+    assert_eq!(
+        v(Vm::PgDemoteAnon) + v(Vm::PgDemoteFile),
+        v(Vm::PgDemoteKswapd) + v(Vm::PgDemoteDirect)
+    );
+    assert!(v(Vm::PgDemoteAnon) > 0);
+}
