@@ -14,7 +14,7 @@ pub struct Variant {
 }
 
 /// The figures a comparison reports, in the order of the seeds' tables.
-pub const METRICS: [&str; 16] = [
+pub const METRICS: [&str; 18] = [
     "itlb.itlb_flush",
     "tlb_flush.dtlb_thread",
     "tlb_flush.stlb_any",
@@ -30,6 +30,8 @@ pub const METRICS: [&str; 16] = [
     "pgmigrate_success",
     "migrc_deferred",
     "migrc_flush_ipis",
+    "top-tier anon share (%)",
+    "top-tier file share (%)",
     "invariant violations",
 ];
 
@@ -55,12 +57,31 @@ pub fn metrics(sim: &Sim) -> Vec<f64> {
         sim.vm.get(Vm::PgMigrateSuccess) as f64,
         sim.vm.get(Vm::MigrcDeferred) as f64,
         sim.vm.get(Vm::MigrcFlushIpis) as f64,
+        toptier_share(sim, true),
+        toptier_share(sim, false),
         sim.checker.count as f64,
     ]
 }
 
 /// A finished variant: its label, the simulation, and the wall seconds it took.
 pub type Finished = (String, Sim, f64);
+
+/// Percent of the anon (or file) pages that live on top-tier nodes at the end of the run.
+pub fn toptier_share(sim: &Sim, anon: bool) -> f64 {
+    let (mut top, mut all) = (0u64, 0u64);
+    for (n, node) in sim.nodes.iter().enumerate() {
+        let pages = if anon { node.nr_anon } else { node.nr_file };
+        all += pages;
+        if sim.tiers.node_is_toptier(n) {
+            top += pages;
+        }
+    }
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * top as f64 / all as f64
+    }
+}
 
 /// Run every variant, several at once when the host has the cores; results keep their order.
 pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<Finished>, String> {

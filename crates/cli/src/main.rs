@@ -59,6 +59,15 @@ enum Command {
         /// Overrides applied to both runs, e.g. --both workload.particles=50000.
         #[arg(long = "both", value_name = "KEY=VALUE")]
         both: Vec<String>,
+        /// N variants instead of before/after: LABEL:KEY=VALUE;KEY=VALUE... (repeatable; the
+        /// first is the baseline).
+        #[arg(long = "variant", value_name = "LABEL:SETS")]
+        variants: Vec<String>,
+        /// Shorthand for three variants: default Linux (no demotion, no NUMA balancing),
+        /// NUMA-balancing tiering (mode 2 + demotion) and TPP (tiering + WMARK_DEMOTE +
+        /// active-LRU promotion).
+        #[arg(long)]
+        policies: bool,
         /// Write both results and the table as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -225,6 +234,40 @@ fn compare_cmd(
     Ok(())
 }
 
+/// The three placement policies of issue 5 / seed 003, as `--variant` strings.
+const POLICIES: [&str; 3] = [
+    "linux:kernel.numa_balancing=0;vm.demotion_enabled=false",
+    "tiering:kernel.numa_balancing=2;vm.demotion_enabled=true",
+    "tpp:kernel.numa_balancing=2;vm.demotion_enabled=true;vm.demote_scale_factor=200;kernel.numa_balancing_active_lru_promotion=on",
+];
+
+fn parse_variant(spec: &str) -> Result<(String, Vec<String>), String> {
+    let (label, sets) = spec
+        .split_once(':')
+        .ok_or_else(|| format!("--variant {spec}: expected LABEL:KEY=VALUE;KEY=VALUE"))?;
+    let sets = sets
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    Ok((label.to_string(), sets))
+}
+
+fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Result<(), String> {
+    let mut variants = Vec::new();
+    for spec in &specs {
+        let (label, sets) = parse_variant(spec)?;
+        let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
+        let (cfg, origin) = load(Some(&scenario), &all)?;
+        println!("{label}: {}", sets.join(" "));
+        variants.push(compare::Variant { label, cfg, origin });
+    }
+    let results = compare::run_all(variants, false)?;
+    print!("{}", compare::table(&results));
+    Ok(())
+}
+
 fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
     let (text, switch, published, title) = match name {
         "migrc" => (
@@ -300,8 +343,20 @@ fn main() -> ExitCode {
             other,
             sets,
             both,
+            variants,
+            policies,
             json,
-        } => compare_cmd(scenario, other, sets, both, json),
+        } => {
+            if policies || !variants.is_empty() {
+                let mut v = variants;
+                if policies {
+                    v.extend(POLICIES.iter().map(|s| s.to_string()));
+                }
+                variants_cmd(scenario, both, v)
+            } else {
+                compare_cmd(scenario, other, sets, both, json)
+            }
+        }
         Command::Reproduce { name, sets } => reproduce_cmd(&name, sets),
     };
     match r {

@@ -156,3 +156,45 @@ fn promotion_and_demotion_counters_split_by_anon_and_file() {
     );
     assert!(v(Vm::PgDemoteAnon) > 0);
 }
+
+/// Pages re-accessed only sporadically: every page of a large slow-tier range is read now and
+/// then, uniformly. The hot threshold promotes any page touched soon after its scan; TPP's
+/// active-LRU gate wants repeated faults, so it promotes far fewer (seed 003: "up to 11x less
+/// promotion traffic").
+fn sporadic(sets: &[&str]) -> Sim {
+    let pages = 6000u64;
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut threads = vec![];
+    for t in 0..4u64 {
+        let mut ops = if t == 0 {
+            t0.clone()
+        } else {
+            vec![Op::Barrier]
+        };
+        let mut x = 7 + t;
+        for _ in 0..60_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ops.push(Op::Load(BASE + ((x >> 33) % pages) * PAGE));
+            ops.push(Op::Compute(4000));
+        }
+        threads.push((Placement::Pinned(t as u32), ops));
+    }
+    let mut all = vec!["vm.demote_scale_factor=200"];
+    all.extend_from_slice(sets);
+    run(tiered(&all), workload(threads, vec![]))
+}
+
+#[test]
+fn tpp_promotes_far_less_than_the_hot_threshold_on_sporadic_accesses() {
+    let hot_threshold = sporadic(&[]);
+    let tpp = sporadic(&["kernel.numa_balancing_active_lru_promotion=on"]);
+    let a = hot_threshold.vm.get(Vm::PgPromoteSuccess);
+    let b = tpp.vm.get(Vm::PgPromoteSuccess);
+    eprintln!("sporadic accesses: hot threshold promoted {a}, TPP {b}");
+    assert!(a > 100, "hot-threshold promotions {a}");
+    assert!(b * 3 < a, "TPP {b} vs hot threshold {a}");
+}
