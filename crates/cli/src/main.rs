@@ -12,6 +12,8 @@ use tierlab::{Config, Sim};
 
 /// The built-in default scenario (scenarios/xsbench.toml), used when `run` gets no file.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/xsbench.toml");
+/// Seed 003's case study (scenarios/cache-1to4.toml), for `reproduce tpp`.
+const CACHE_1TO4: &str = include_str!("../../../scenarios/cache-1to4.toml");
 /// Seed 000's experiment (scenarios/xsbench-tiered.toml), for `reproduce migrc`.
 const XSBENCH_TIERED: &str = include_str!("../../../scenarios/xsbench-tiered.toml");
 
@@ -73,7 +75,8 @@ enum Command {
         json: Option<PathBuf>,
     },
     /// Rerun a seed's experiment and print the simulated changes beside the published ones.
-    /// Names: migrc (seed 000: XSBench on 1 GiB DRAM + CXL, MIGRC off vs on).
+    /// Names: migrc (seed 000: XSBench on 1 GiB DRAM + CXL, MIGRC off vs on); tpp (seed 003:
+    /// cache application on 1:4 DRAM:CXL, all-DRAM vs Linux vs tiering vs TPP).
     Reproduce {
         name: String,
         /// Overrides applied to both runs, e.g. --set workload.particles=100000 for a shorter run.
@@ -268,7 +271,94 @@ fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Res
     Ok(())
 }
 
+/// `reproduce tpp`: all-DRAM baseline, default Linux, NUMA-balancing tiering and TPP on the
+/// 1:4 cache scenario; anon share on the top tier and throughput loss against all-DRAM.
+fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
+    let origin = "built-in cache-1to4 scenario".to_string();
+    let alldram = "machine.nodes=[{ name = \"dram0\", capacity_mib = 1600, read_latency_ns = 106, write_latency_ns = 106, read_bandwidth_gbps = 270, write_bandwidth_gbps = 272, cpus = \"0-7\" }]";
+    let specs: Vec<String> = std::iter::once(format!("all-DRAM:{alldram}"))
+        .chain(POLICIES.iter().map(|s| s.to_string()))
+        .collect();
+    println!(
+        "Reproducing seed 003 (TPP): cache application, 1:4 DRAM:CXL, against all memory in DRAM"
+    );
+    let mut variants = Vec::new();
+    for spec in &specs {
+        let (label, vsets) = parse_variant(spec)?;
+        let all: Vec<String> = sets.iter().chain(vsets.iter()).cloned().collect();
+        let cfg =
+            Config::from_str_with(CACHE_1TO4, &origin, None, &all).map_err(|e| e.to_string())?;
+        println!("  {label}: {}", vsets.join(" "));
+        variants.push(compare::Variant {
+            label,
+            cfg,
+            origin: origin.clone(),
+        });
+    }
+    let results = compare::run_all(variants, false)?;
+    print!("{}", compare::table(&results));
+    let tput = |i: usize| results[i].1.workload_metrics().per_second;
+    let loss = |i: usize| 100.0 * (1.0 - tput(i) / tput(0));
+    let share = |i: usize| compare::toptier_share(&results[i].1, true);
+    // (metric, published default Linux, published TPP, simulated Linux, simulated TPP, higher is better)
+    let rows = [
+        (
+            "anon pages on the top tier (%)",
+            14.0,
+            80.0,
+            share(1),
+            share(3),
+            true,
+        ),
+        (
+            "throughput loss vs all-DRAM (%)",
+            18.0,
+            5.0,
+            loss(1),
+            loss(3),
+            false,
+        ),
+    ];
+    println!("\nPublished beside simulated (seed 003 cover letter; DIRECTION: TPP not better than Linux; SIZE ×2: a value off by more than a factor of 2):\n");
+    println!(
+        "{:<34}{:>12}{:>12}{:>12}{:>12}   {}",
+        "metric", "Linux pub", "Linux sim", "TPP pub", "TPP sim", ""
+    );
+    let mut marks = 0;
+    for (name, lp, tp, ls, ts, higher) in rows {
+        let better = if higher { ts > ls } else { ts < ls };
+        let off = |p: f64, s: f64| !(0.5..=2.0).contains(&(s.max(0.1) / p));
+        let mark = if !better {
+            "DIRECTION"
+        } else if off(lp, ls) || off(tp, ts) {
+            "SIZE ×2"
+        } else {
+            ""
+        };
+        if !mark.is_empty() {
+            marks += 1;
+        }
+        println!("{name:<34}{lp:>12.1}{ls:>12.1}{tp:>12.1}{ts:>12.1}   {mark}");
+    }
+    println!(
+        "\nNUMA-balancing tiering (upstream mode 2): anon on top tier {:.1} %, throughput loss {:.1} %.",
+        share(2),
+        loss(2)
+    );
+    println!("{marks} row(s) marked.");
+    let violations: u64 = results.iter().map(|r| r.1.checker.count).sum();
+    if violations > 0 {
+        return Err(format!(
+            "{violations} invariant violation(s) during the runs"
+        ));
+    }
+    Ok(())
+}
+
 fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
+    if name == "tpp" {
+        return reproduce_tpp(sets);
+    }
     let (text, switch, published, title) = match name {
         "migrc" => (
             XSBENCH_TIERED,
@@ -276,7 +366,7 @@ fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
             compare::migrc_published(),
             "seed 000 (MIGRC v9): XSBench -t 16, 1 GiB DRAM + CPU-less node, numa_balancing=2, demotion on",
         ),
-        other => return Err(format!("no experiment named '{other}' (available: migrc)")),
+        other => return Err(format!("no experiment named '{other}' (available: migrc, tpp)")),
     };
     let origin = format!("built-in {name} scenario");
     let mk = |extra: &[String]| {

@@ -5,6 +5,7 @@ use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{Placement, Workload};
 use tierlab::Config;
 
+pub mod cache;
 pub mod scripted;
 pub mod xsbench;
 
@@ -120,6 +121,7 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
             }
             Ok(w)
         }
+        "cache" => cache::build(&cfg.workload, origin, cfg.scenario.seed, cfg.machine.cpus),
         "scripted" => scripted::build(
             &cfg.workload,
             origin,
@@ -130,7 +132,7 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
         ),
         other => Err(bad(
             "type",
-            format!("unknown workload '{other}' (available: xsbench, scripted)"),
+            format!("unknown workload '{other}' (available: xsbench, scripted, cache)"),
         )),
     }
 }
