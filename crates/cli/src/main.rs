@@ -321,8 +321,8 @@ fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
     ];
     println!("\nPublished beside simulated (seed 003 cover letter; DIRECTION: TPP not better than Linux; SIZE ×2: a value off by more than a factor of 2):\n");
     println!(
-        "{:<34}{:>12}{:>12}{:>12}{:>12}   {}",
-        "metric", "Linux pub", "Linux sim", "TPP pub", "TPP sim", ""
+        "{:<34}{:>12}{:>12}{:>12}{:>12}",
+        "metric", "Linux pub", "Linux sim", "TPP pub", "TPP sim"
     );
     let mut marks = 0;
     for (name, lp, tp, ls, ts, higher) in rows {
