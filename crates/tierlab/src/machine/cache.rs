@@ -42,16 +42,22 @@ impl Cache {
         } else {
             (1u32 << self.ways) - 1
         };
-        let way = match ways.iter().position(|&t| t == tag) {
-            Some(w) => {
-                let bits = self.mru[set] | (1 << w);
-                self.mru[set] = if bits == all { 1 << w } else { bits };
-                return true;
-            }
-            None => match ways.iter().position(|&t| t == 0) {
-                Some(w) => w,
-                None => (!self.mru[set]).trailing_zeros() as usize,
-            },
+        // Match and empty masks without data-dependent branches (vectorisable).
+        let (mut hit, mut empty) = (0u32, 0u32);
+        for (i, &t) in ways.iter().enumerate() {
+            hit |= ((t == tag) as u32) << i;
+            empty |= ((t == 0) as u32) << i;
+        }
+        if hit != 0 {
+            let w = hit.trailing_zeros() as usize;
+            let bits = self.mru[set] | (1 << w);
+            self.mru[set] = if bits == all { 1 << w } else { bits };
+            return true;
+        }
+        let way = if empty != 0 {
+            empty.trailing_zeros() as usize
+        } else {
+            (!self.mru[set]).trailing_zeros() as usize
         };
         ways[way] = tag;
         let bits = self.mru[set] | (1 << way);

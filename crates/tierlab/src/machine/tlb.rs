@@ -73,14 +73,21 @@ impl Tlb {
     }
 
     /// Look up a translation; on a hit, returns the entry index and marks it recently used.
+    /// The ways are compared without a data-dependent branch (a match mask the compiler can
+    /// vectorise), so a hit in any way costs the same.
     #[inline]
     pub fn lookup(&mut self, vpn: u32, pcid: u8) -> Option<usize> {
         let set = self.set_of(vpn);
         let base = set * self.ways;
         let tag = make_tag(vpn, pcid);
-        let found = self.tags[base..base + self.ways]
-            .iter()
-            .position(|&t| t == tag)?;
+        let mut hits = 0u32;
+        for (i, &t) in self.tags[base..base + self.ways].iter().enumerate() {
+            hits |= ((t == tag) as u32) << i;
+        }
+        if hits == 0 {
+            return None;
+        }
+        let found = hits.trailing_zeros() as usize;
         self.touch(set, found);
         Some(base + found)
     }
