@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{anon_rw, one_process as workload, BASE, PAGE};
+use common::{anon_rw, one_process as workload, tiered_config, BASE, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::machine::tlb::tlb_data;
 use tierlab::mm::migrate::{MigrateMode, MigrateTarget};
@@ -18,30 +18,13 @@ use tierlab::{Config, Sim};
 const N: u64 = 64;
 
 fn config(migrc_break: &str) -> Config {
-    let text = format!(
-        r#"
-[machine]
-cpus = 4
-[[machine.nodes]]
-capacity_mib = 16
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-3"
-[[machine.nodes]]
-capacity_mib = 64
-read_latency_ns = 250
-write_latency_ns = 250
-[kernel]
-migrc = "on"
-[debug]
-migrc_break = "{migrc_break}"
-[workload]
-type = "test"
-[sim]
-check = "strict"
-"#
-    );
-    Config::from_str_with(&text, "migrc.toml", None, &[]).unwrap()
+    let brk = format!("debug.migrc_break=\"{migrc_break}\"");
+    tiered_config(&[
+        "kernel.migrc=on",
+        "kernel.numa_balancing=0",
+        "vm.demotion_enabled=false",
+        &brk,
+    ])
 }
 
 fn vpn(i: u64) -> u32 {

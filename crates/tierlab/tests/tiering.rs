@@ -7,59 +7,13 @@ use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
 mod common;
 
-use common::{anon_rw, one_process as workload, run, BASE, PAGE};
+use common::{anon_rw, one_process as workload, run, tiered_config, BASE, PAGE};
 use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
-/// 4 CPUs on a 16 MiB DRAM node plus a 64 MiB CPU-less slow node; fast scanner settings.
-fn tiered(extra: &str) -> Config {
-    let text = format!(
-        r#"
-[machine]
-cpus = 4
-[[machine.nodes]]
-name = "dram"
-capacity_mib = 16
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-3"
-[[machine.nodes]]
-name = "cxl"
-capacity_mib = 64
-read_latency_ns = 250
-write_latency_ns = 250
-read_bandwidth_gbps = 30
-write_bandwidth_gbps = 30
-[vm]
-demotion_enabled = true
-[kernel]
-numa_balancing = 2
-numa_balancing_scan_delay_ms = 5
-numa_balancing_scan_period_min_ms = 10
-numa_balancing_scan_size_mb = 16
-[workload]
-type = "test"
-[sim]
-check = "strict"
-timeline_interval_ms = 5
-{extra}
-"#
-    );
-    Config::from_str_with(&text, "tiered.toml", None, &[]).unwrap()
-}
-
-fn set(cfg: Config, sets: &[&str]) -> Config {
-    let mut t: toml::Table = toml::from_str(&toml::to_string(&cfg).unwrap()).unwrap();
-    for s in sets {
-        tierlab::config::apply_set(&mut t, s).unwrap();
-    }
-    let text = toml::to_string(&t).unwrap();
-    Config::from_str_with(&text, "tiered.toml", None, &[]).unwrap()
-}
-
 /// The tiered machine with the scanner never due on its own (tests call it directly).
 fn no_auto_scan() -> Config {
-    set(tiered(""), &["kernel.numa_balancing_scan_delay_ms=100000"])
+    tiered_config(&["kernel.numa_balancing_scan_delay_ms=100000"])
 }
 
 /// Thread 0 touches `pages` pages in order (DRAM fills to its low watermark, the rest lands
@@ -255,7 +209,7 @@ fn a_batch_of_unmaps_sends_one_ipi_per_remote_cpu_and_protnone_queues_none() {
         ops.extend((0..50).map(|_| Op::Compute(1_000_000)));
         threads.push((Placement::Pinned(c), ops));
     }
-    let mut cfg = tiered("max_seconds = 0.005");
+    let mut cfg = tiered_config(&["sim.max_seconds=0.005"]);
     cfg.kernel.numa_balancing = 0;
     let mut sim = run(cfg, workload(threads, vec![]));
     let folios: Vec<u32> = (0..100)
@@ -308,7 +262,7 @@ fn sync_migration_flushes_each_page_instead_of_batching() {
     let mut t1 = vec![Op::Barrier];
     t1.extend((0..64).map(|i| Op::Load(BASE + i * PAGE)));
     t1.extend((0..50).map(|_| Op::Compute(1_000_000)));
-    let mut cfg = tiered("max_seconds = 0.003");
+    let mut cfg = tiered_config(&["sim.max_seconds=0.003"]);
     cfg.kernel.numa_balancing = 0;
     let mut sim = run(
         cfg,
@@ -336,7 +290,7 @@ fn sync_migration_flushes_each_page_instead_of_batching() {
 fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
     // A slow node as small as DRAM: anon fills DRAM, spills and fills it too, so kswapd's
     // demotions fail and shrink_folio_list retries them as normal reclaim.
-    let mut cfg = tiered("");
+    let mut cfg = tiered_config(&[]);
     cfg.machine.nodes[1].capacity_mib = 16;
     cfg.kernel.numa_balancing = 0;
     // 3000 file pages on DRAM, then enough anon to fill DRAM and the slow node.
@@ -374,7 +328,7 @@ fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
 #[test]
 fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
     // 6000 pages: ~3700 fit in DRAM, the hot last 800 land on the slow node.
-    let sim = run(tiered(""), hot_tail_workload(6000, 800, 60_000));
+    let sim = run(tiered_config(&[]), hot_tail_workload(6000, 800, 60_000));
     let v = |c| sim.vm.get(c);
     assert!(v(Vm::NumaPteUpdates) > 0);
     assert!(v(Vm::NumaHintFaults) > 0);
@@ -434,7 +388,7 @@ fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
 
 #[test]
 fn without_demotion_kswapd_cannot_make_room_and_promotions_stall() {
-    let cfg = set(tiered(""), &["vm.demotion_enabled=false"]);
+    let cfg = tiered_config(&["vm.demotion_enabled=false"]);
     let sim = run(cfg, hot_tail_workload(6000, 800, 20_000));
     assert_eq!(sim.vm.get(Vm::PgDemoteKswapd), 0);
     assert!(sim.vm.get(Vm::NumaHintFaults) > 0);
@@ -481,7 +435,7 @@ fn move_pages_moves_a_range_with_a_flush_per_page() {
     t1.push(Op::Barrier);
     t1.push(Op::Barrier);
     t1.extend((0..64).map(|i| Op::Load(BASE + i * PAGE)));
-    let mut cfg = tiered("");
+    let mut cfg = tiered_config(&[]);
     cfg.kernel.numa_balancing = 0;
     let sim = run(
         cfg,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{anon_rw, one_process as workload, run, BASE, PAGE};
+use common::{anon_rw, one_process as workload, run, tiered_config, BASE, PAGE};
 use tierlab::mm::page::pg;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
@@ -11,33 +11,7 @@ use tierlab::workload::{Op, Placement};
 use tierlab::{Config, Sim};
 
 fn tiered(sets: &[&str]) -> Config {
-    let text = r#"
-[machine]
-cpus = 4
-[[machine.nodes]]
-capacity_mib = 16
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-3"
-[[machine.nodes]]
-capacity_mib = 64
-read_latency_ns = 250
-write_latency_ns = 250
-[vm]
-demotion_enabled = true
-[kernel]
-numa_balancing = 2
-numa_balancing_scan_delay_ms = 5
-numa_balancing_scan_period_min_ms = 10
-numa_balancing_scan_size_mb = 16
-[workload]
-type = "test"
-[sim]
-check = "strict"
-timeline_interval_ms = 5
-"#;
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Config::from_str_with(text, "tpp.toml", None, &sets).unwrap()
+    tiered_config(sets)
 }
 
 /// Thread 0 touches `pages` pages, then idles long enough for kswapd to settle.

@@ -5,6 +5,42 @@
 use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
 use tierlab::{Config, Sim};
 
+/// 4 CPUs on a 16 MiB DRAM node plus a 64 MiB CPU-less slow node; demotion on, NUMA balancing
+/// in tiering mode with a fast scanner, strict checks. `sets` override any key.
+pub fn tiered_config(sets: &[&str]) -> Config {
+    let text = r#"
+[machine]
+cpus = 4
+[[machine.nodes]]
+name = "dram"
+capacity_mib = 16
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-3"
+[[machine.nodes]]
+name = "cxl"
+capacity_mib = 64
+read_latency_ns = 250
+write_latency_ns = 250
+read_bandwidth_gbps = 30
+write_bandwidth_gbps = 30
+[vm]
+demotion_enabled = true
+[kernel]
+numa_balancing = 2
+numa_balancing_scan_delay_ms = 5
+numa_balancing_scan_period_min_ms = 10
+numa_balancing_scan_size_mb = 16
+[workload]
+type = "test"
+[sim]
+check = "strict"
+timeline_interval_ms = 5
+"#;
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Config::from_str_with(text, "tiered.toml", None, &sets).unwrap()
+}
+
 pub const PAGE: u64 = 4096;
 pub const BASE: u64 = 0x1000_0000;
 
