@@ -23,6 +23,23 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+impl ConfigError {
+    /// An error about one key of one file: `FILE: key `KEY`: MSG`.
+    pub fn key(file: &str, key: impl fmt::Display, msg: impl fmt::Display) -> Self {
+        ConfigError(format!("{file}: key `{key}`: {msg}"))
+    }
+
+    /// An error with no key to name (a whole file, a command-line argument).
+    pub fn msg(msg: impl Into<String>) -> Self {
+        ConfigError(msg.into())
+    }
+
+    /// The printed message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
     Err(ConfigError(msg.into()))
 }

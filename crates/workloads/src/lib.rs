@@ -57,7 +57,7 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
         .unwrap_or("")
         .to_string();
     let bad =
-        |key: &str, msg: String| ConfigError(format!("{origin}: key `workload.{key}`: {msg}"));
+        |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
     match kind.as_str() {
         "xsbench" => {
             let t: XsbenchToml = typed(table, origin, "workload")?;

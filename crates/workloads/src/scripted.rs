@@ -140,7 +140,7 @@ struct LoopCfg {
 struct Keyed<'a>(&'a str);
 impl Keyed<'_> {
     fn at(&self, key: impl Display, msg: impl Display) -> ConfigError {
-        ConfigError(format!("{}: key `{key}`: {msg}", self.0))
+        ConfigError::key(self.0, key, msg)
     }
 }
 
