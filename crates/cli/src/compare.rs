@@ -38,8 +38,8 @@ pub const METRICS: [&str; 18] = [
 /// The metric values of a finished run, in METRICS order.
 pub fn metrics(sim: &Sim) -> Vec<f64> {
     let p = sim.perf_total();
-    let ncpu = sim.cpus.len().max(1) as f64;
-    let tlb: u64 = sim.cpus.iter().map(|c| c.irq.tlb).sum();
+    let ncpu = sim.hw.cpus.len().max(1) as f64;
+    let tlb: u64 = sim.hw.cpus.iter().map(|c| c.irq.tlb).sum();
     let wm = sim.workload_metrics();
     vec![
         p.get(Perf::ItlbFlush) as f64,
@@ -51,15 +51,15 @@ pub fn metrics(sim: &Sim) -> Vec<f64> {
         tlb as f64 / ncpu,
         wm.roi_seconds,
         wm.per_second,
-        sim.vm.get(Vm::PgPromoteSuccess) as f64,
-        sim.vm.get(Vm::PgDemoteKswapd) as f64,
-        sim.vm.get(Vm::NumaHintFaults) as f64,
-        sim.vm.get(Vm::PgMigrateSuccess) as f64,
-        sim.vm.get(Vm::MigrcDeferred) as f64,
-        sim.vm.get(Vm::MigrcFlushIpis) as f64,
+        sim.k.vm.get(Vm::PgPromoteSuccess) as f64,
+        sim.k.vm.get(Vm::PgDemoteKswapd) as f64,
+        sim.k.vm.get(Vm::NumaHintFaults) as f64,
+        sim.k.vm.get(Vm::PgMigrateSuccess) as f64,
+        sim.k.vm.get(Vm::MigrcDeferred) as f64,
+        sim.k.vm.get(Vm::MigrcFlushIpis) as f64,
         toptier_share(sim, true),
         toptier_share(sim, false),
-        sim.checker.count as f64,
+        sim.k.checker.count as f64,
     ]
 }
 
@@ -69,10 +69,10 @@ pub type Finished = (String, Sim, f64);
 /// Percent of the anon (or file) pages that live on top-tier nodes at the end of the run.
 pub fn toptier_share(sim: &Sim, anon: bool) -> f64 {
     let (mut top, mut all) = (0u64, 0u64);
-    for (n, node) in sim.nodes.iter().enumerate() {
+    for (n, node) in sim.k.nodes.iter().enumerate() {
         let pages = if anon { node.nr_anon } else { node.nr_file };
         all += pages;
-        if sim.tiers.node_is_toptier(n) {
+        if sim.k.tiers.node_is_toptier(n) {
             top += pages;
         }
     }

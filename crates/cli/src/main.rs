@@ -147,11 +147,11 @@ fn run(
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    if sim.checker.count > 0 {
+    if sim.k.checker.count > 0 {
         return Err(format!(
             "{} invariant violation(s); first: {}",
-            sim.checker.count,
-            sim.checker
+            sim.k.checker.count,
+            sim.k.checker
                 .violations
                 .first()
                 .map(|v| v.detail.as_str())
@@ -177,7 +177,7 @@ fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Resul
             acc,
             wall,
             rate / 1e6,
-            sim.frames.len(),
+            sim.k.frames.len(),
             std::mem::size_of::<tierlab::mm::page::Page>()
         );
     }
@@ -346,7 +346,7 @@ fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
         loss(2)
     );
     println!("{marks} row(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.checker.count).sum();
+    let violations: u64 = results.iter().map(|r| r.1.k.checker.count).sum();
     if violations > 0 {
         return Err(format!(
             "{violations} invariant violation(s) during the runs"
@@ -405,7 +405,7 @@ fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
         }
     }
     println!("\n{marks} metric(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.checker.count).sum();
+    let violations: u64 = results.iter().map(|r| r.1.k.checker.count).sum();
     if violations > 0 {
         return Err(format!(
             "{violations} invariant violation(s) during the runs"

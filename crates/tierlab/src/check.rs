@@ -3,9 +3,10 @@
 
 use crate::config::CheckLevel;
 use crate::mm::mmzone::{lru_index, NR_LRU_LISTS};
-use crate::mm::page::{pg, NIL};
+use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::sim::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -63,21 +64,21 @@ impl Checker {
     }
 }
 
-impl Sim {
+impl Kernel {
     /// Run every invariant now.
-    pub fn check_invariants(&mut self, when: &str) {
+    pub fn check_invariants(&mut self, m: &Machine, when: &str) {
         self.checker.checks_run += 1;
-        self.check_frame_conservation(when);
+        self.check_frame_conservation(m, when);
         self.check_rmap(when);
         self.check_lru(when);
-        self.check_tlb_coherence(when);
+        self.check_tlb_coherence(m, when);
     }
 
     /// Per node: buddy free + per-CPU lists + in use = total; every frame in exactly one state.
-    fn check_frame_conservation(&mut self, when: &str) {
+    fn check_frame_conservation(&mut self, m: &Machine, when: &str) {
         for n in 0..self.nodes.len() {
-            let start = if n == 0 { 0 } else { self.node_end_pfn[n - 1] };
-            let end = self.node_end_pfn[n];
+            let start = if n == 0 { 0 } else { m.node_end_pfn[n - 1] };
+            let end = m.node_end_pfn[n];
             let total = (end - start) as u64;
             let zone = &self.nodes[n].zone;
             let mut buddy = 0u64;
@@ -219,24 +220,10 @@ impl Sim {
         }
     }
 
-    /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first: the CPU runs
-    /// that mm now, or its PCID is current (a stale PCID is flushed at switch_mm).
-    fn tlb_entry_usable(&self, c: usize, asid: u8) -> Option<usize> {
-        let cpu = &self.cpus[c];
-        let slot = cpu.asids[asid as usize];
-        if slot.mm == NIL {
-            return None;
-        }
-        let mm = slot.mm as usize;
-        let running = cpu.loaded_mm == slot.mm && cpu.cur_asid == asid && !cpu.is_lazy;
-        let current = slot.tlb_gen >= self.mms[mm].tlb_gen;
-        (current || running).then_some(mm)
-    }
-
     /// A stale entry is covered by a pending flush: the reclaim batch still to be flushed, or
     /// a MIGRC deferral (read-only, clean, old frame still waiting for its flush).
     fn stale_entry_covered(&self, c: usize, pfn: u32, data: u32) -> bool {
-        if self.tlb_ubc.flush_required && self.tlb_ubc.cpumask.test(c) {
+        if self.tlb_ubc.flush_required && self.tlb_ubc.arch.cpumask.test(c) {
             return true;
         }
         let p = self.frames.get(pfn);
@@ -247,13 +234,13 @@ impl Sim {
     }
 
     /// A TLB entry matches its PTE (frame and write permission) or a flush covers it.
-    fn check_tlb_coherence(&mut self, when: &str) {
+    fn check_tlb_coherence(&mut self, m: &Machine, when: &str) {
         let mut bad = Vec::new();
-        for c in 0..self.cpus.len() {
-            let cpu = &self.cpus[c];
+        for c in 0..m.cpus.len() {
+            let cpu = &m.cpus[c];
             for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
                 for (vpn, asid, data) in tlb.valid_entries() {
-                    let Some(mm) = self.tlb_entry_usable(c, asid) else {
+                    let Some(mm) = self.arch_entry_usable(m, c, asid) else {
                         continue;
                     };
                     let p = self.mms[mm].pgtable.get(vpn);
@@ -277,13 +264,13 @@ impl Sim {
     }
 
     /// Usable TLB entries of `mm` on any CPU whose address is in [s, e), as (cpu, vpn, pfn).
-    fn usable_entries_in(&self, mm: usize, s: u32, e: u32) -> Vec<(usize, u32, u32)> {
+    fn usable_entries_in(&self, m: &Machine, mm: usize, s: u32, e: u32) -> Vec<(usize, u32, u32)> {
         let mut out = Vec::new();
-        for c in 0..self.cpus.len() {
-            let cpu = &self.cpus[c];
+        for c in 0..m.cpus.len() {
+            let cpu = &m.cpus[c];
             for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
                 for (vpn, asid, data) in tlb.valid_entries() {
-                    if vpn >= s && vpn < e && self.tlb_entry_usable(c, asid) == Some(mm) {
+                    if vpn >= s && vpn < e && self.arch_entry_usable(m, c, asid) == Some(mm) {
                         out.push((c, vpn, crate::machine::tlb::tlb_pfn(data)));
                     }
                 }
@@ -293,11 +280,11 @@ impl Sim {
     }
 
     /// Strict mode, after munmap: no CPU may still translate the removed range.
-    pub(crate) fn check_stale_after_unmap(&mut self, mm: usize, s: u32, e: u32) {
+    pub(crate) fn check_stale_after_unmap(&mut self, m: &Machine, mm: usize, s: u32, e: u32) {
         if self.checker.level != CheckLevel::Strict {
             return;
         }
-        for (c, vpn, pfn) in self.usable_entries_in(mm, s, e) {
+        for (c, vpn, pfn) in self.usable_entries_in(m, mm, s, e) {
             self.checker.report(
                 ViolationKind::StaleAfterUnmap,
                 "munmap",
@@ -310,11 +297,11 @@ impl Sim {
     }
 
     /// Strict mode, after a PTE became writable: no CPU may read another copy of the page.
-    pub(crate) fn check_stale_after_upgrade(&mut self, mm: usize, vpn: u32, pfn: u32) {
+    pub(crate) fn check_stale_after_upgrade(&mut self, m: &Machine, mm: usize, vpn: u32, pfn: u32) {
         if self.checker.level != CheckLevel::Strict {
             return;
         }
-        for (c, _, old) in self.usable_entries_in(mm, vpn, vpn + 1) {
+        for (c, _, old) in self.usable_entries_in(m, mm, vpn, vpn + 1) {
             if old != pfn {
                 self.checker.report(
                     ViolationKind::StaleAfterUpgrade,
@@ -330,19 +317,19 @@ impl Sim {
 
     /// Strict mode: a frame leaving the allocator must not be reachable through any usable
     /// TLB entry (the MIGRC reviewers' concern).
-    pub(crate) fn check_frame_reuse(&mut self, pfn: u32, alloc_cpu: usize) {
+    pub(crate) fn check_frame_reuse(&mut self, m: &Machine, pfn: u32, alloc_cpu: usize) {
         if self.checker.level != CheckLevel::Strict {
             return;
         }
         let mut bad = Vec::new();
-        for c in 0..self.cpus.len() {
-            let cpu = &self.cpus[c];
+        for c in 0..m.cpus.len() {
+            let cpu = &m.cpus[c];
             for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
                 for (vpn, asid, data) in tlb.valid_entries() {
                     if crate::machine::tlb::tlb_pfn(data) != pfn {
                         continue;
                     }
-                    if let Some(mm) = self.tlb_entry_usable(c, asid) {
+                    if let Some(mm) = self.arch_entry_usable(m, c, asid) {
                         bad.push(format!(
                             "frame {pfn} handed out by CPU {alloc_cpu} while CPU {c} can still use a TLB entry for mm {mm} address {:#x}",
                             (vpn as u64) << PAGE_SHIFT

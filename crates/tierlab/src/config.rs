@@ -248,6 +248,9 @@ pub struct KernelSysctl {
     /// test of mode 2. Off by default.
     #[serde(deserialize_with = "on_off")]
     pub numa_balancing_active_lru_promotion: bool,
+    /// The memory-tiering policy that decides promotions (tierlab's `policy/` registry:
+    /// "linux" for upstream's hot threshold, "tpp"). Selecting one applies its knob defaults.
+    pub tiering_policy: String,
 }
 
 /// A feature switch: a boolean, or the strings "on" / "off".
@@ -293,6 +296,7 @@ pub struct DebugConfig {
 impl Default for KernelSysctl {
     fn default() -> Self {
         KernelSysctl {
+            tiering_policy: "linux".into(),
             sched_base_slice_ns: 750_000,
             numa_balancing: 0,
             numa_balancing_promote_rate_limit_mbps: 65536,
@@ -472,6 +476,48 @@ fn parse_value(raw: &str) -> toml::Value {
     }
 }
 
+/// The selected tiering policy's knob defaults go into the table where the scenario leaves
+/// them unset; a knob that belongs to another policy is an error.
+fn apply_policy_defaults(table: &mut toml::Table, origin: &str) -> Result<(), ConfigError> {
+    const KEY: &str = "kernel.tiering_policy";
+    let name = match lookup_key(table, KEY) {
+        None => "linux".to_string(),
+        Some(toml::Value::String(s)) => s.clone(),
+        Some(v) => return Err(ConfigError::key(origin, KEY, format!("{v} is not a name"))),
+    };
+    let policy = crate::policy::lookup(&name).map_err(|e| ConfigError::key(origin, KEY, e))?;
+    for other in crate::policy::POLICIES.iter().filter(|p| p.name != policy.name) {
+        for knob in other.own_knobs {
+            if !policy.own_knobs.contains(knob) && lookup_key(table, knob).is_some() {
+                return Err(ConfigError::key(
+                    origin,
+                    knob,
+                    format!(
+                        "a knob of the `{}` tiering policy, but {KEY} is `{name}`",
+                        other.name
+                    ),
+                ));
+            }
+        }
+    }
+    for (knob, value) in policy.knob_defaults {
+        if lookup_key(table, knob).is_none() {
+            apply_set(table, &format!("{knob}={value}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The value at a dotted key of a table, if set.
+fn lookup_key<'a>(table: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    let mut parts = key.split('.');
+    let mut v = table.get(parts.next()?)?;
+    for p in parts {
+        v = v.as_table()?.get(p)?;
+    }
+    Some(v)
+}
+
 /// Deserialize a TOML value into `T`, naming the failing key in the error.
 pub fn typed<T: DeserializeOwned>(
     value: toml::Value,
@@ -553,6 +599,7 @@ impl Config {
             }
             table.insert("machine".into(), toml::Value::Table(merged));
         }
+        apply_policy_defaults(&mut table, origin)?;
         let cfg: Config = typed(toml::Value::Table(table), origin, "")?;
         cfg.validate(origin)?;
         Ok(cfg)

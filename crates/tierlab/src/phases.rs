@@ -36,14 +36,14 @@ impl PhaseStat {
 
 impl Sim {
     fn total_accesses(&self, in_flight: u64) -> u64 {
-        self.threads.iter().map(|t| t.accesses).sum::<u64>() + in_flight
+        self.k.sched.threads.iter().map(|t| t.accesses).sum::<u64>() + in_flight
     }
 
     /// Thread `tid` leaves its phase (if any) and enters `new` (if any) at `now`.
     pub(crate) fn enter_phase(&mut self, tid: usize, new: Option<u32>, now: u64, in_flight: u64) {
         let total = self.total_accesses(in_flight);
-        if let Some(old) = self.threads[tid].phase.take() {
-            let vm_now = self.vm.clone();
+        if let Some(old) = self.k.sched.threads[tid].phase.take() {
+            let vm_now = self.k.vm.clone();
             let st = &mut self.phase_stats[old as usize];
             st.active -= 1;
             if st.active == 0 {
@@ -68,7 +68,7 @@ impl Sim {
             self.phase_stats
                 .resize_with(id + 1, || PhaseStat::named("unnamed"));
         }
-        let vm_now = self.vm.clone();
+        let vm_now = self.k.vm.clone();
         let st = &mut self.phase_stats[id];
         if st.active == 0 {
             st.inst_begin = now;
@@ -77,7 +77,7 @@ impl Sim {
             st.first_begin.get_or_insert(now);
         }
         st.active += 1;
-        self.threads[tid].phase = Some(id as u32);
+        self.k.sched.threads[tid].phase = Some(id as u32);
     }
 
     pub fn phases_json(&self) -> Value {
@@ -94,9 +94,9 @@ impl Sim {
                     json!({
                         "name": p.name,
                         "instances": p.instances,
-                        "duration_us": self.cycles_to_s(p.cycles) * 1e6,
-                        "duration_us_per_instance": if p.instances > 0 { self.cycles_to_s(p.cycles) * 1e6 / p.instances as f64 } else { 0.0 },
-                        "start_ms": p.first_begin.map(|b| self.cycles_to_s(b) * 1e3),
+                        "duration_us": self.hw.cycles_to_s(p.cycles) * 1e6,
+                        "duration_us_per_instance": if p.instances > 0 { self.hw.cycles_to_s(p.cycles) * 1e6 / p.instances as f64 } else { 0.0 },
+                        "start_ms": p.first_begin.map(|b| self.hw.cycles_to_s(b) * 1e3),
                         "accesses": p.accesses,
                         "vmstat": Value::Object(moved),
                     })

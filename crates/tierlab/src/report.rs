@@ -17,27 +17,27 @@ pub struct WorkloadMetrics {
 impl Sim {
     pub fn perf_total(&self) -> PerfCounters {
         let mut p = PerfCounters::default();
-        for c in &self.cpus {
+        for c in &self.hw.cpus {
             p.merge(&c.perf);
         }
         p
     }
 
     pub fn accesses(&self) -> u64 {
-        self.threads.iter().map(|t| t.accesses).sum()
+        self.k.sched.threads.iter().map(|t| t.accesses).sum()
     }
 
     /// XSBench's Runtime: from the first RoiBegin to the last RoiEnd (omp_get_wtime around the
     /// simulation loop); the whole run when the workload marks no region.
     pub fn workload_metrics(&self) -> WorkloadMetrics {
-        let work = self.threads.iter().map(|t| t.work).sum();
-        let begin = self.threads.iter().filter_map(|t| t.roi_begin).min();
-        let end = self.threads.iter().filter_map(|t| t.roi_end).max();
+        let work = self.k.sched.threads.iter().map(|t| t.work).sum();
+        let begin = self.k.sched.threads.iter().filter_map(|t| t.roi_begin).min();
+        let end = self.k.sched.threads.iter().filter_map(|t| t.roi_end).max();
         let roi = match (begin, end) {
             (Some(b), Some(e)) if e > b => e - b,
-            _ => self.end_cycles(),
+            _ => self.hw.end_cycles(),
         };
-        let roi_seconds = self.cycles_to_s(roi);
+        let roi_seconds = self.hw.cycles_to_s(roi);
         WorkloadMetrics {
             work,
             roi_seconds,
@@ -50,32 +50,32 @@ impl Sim {
     }
 
     fn vmstat_json(&self) -> Value {
-        let mut m = match self.vm.to_json() {
+        let mut m = match self.k.vm.to_json() {
             Value::Object(m) => m,
             _ => Map::new(),
         };
         // Node items, summed over nodes (as /proc/vmstat prints them).
-        let free: u64 = self.nodes.iter().map(|n| n.zone.nr_free).sum();
+        let free: u64 = self.k.nodes.iter().map(|n| n.zone.nr_free).sum();
         m.insert("nr_free_pages".into(), free.into());
         for (i, name) in LRU_NAMES.iter().enumerate().take(NR_LRU_LISTS) {
-            let v: u64 = self.nodes.iter().map(|n| n.lru_size(i)).sum();
+            let v: u64 = self.k.nodes.iter().map(|n| n.lru_size(i)).sum();
             m.insert((*name).into(), v.into());
         }
-        let iso: u64 = self.nodes.iter().map(|n| n.nr_isolated).sum();
+        let iso: u64 = self.k.nodes.iter().map(|n| n.nr_isolated).sum();
         m.insert("nr_isolated".into(), iso.into());
-        let anon: u64 = self.mms.iter().map(|mm| mm.rss_anon).sum();
+        let anon: u64 = self.k.mms.iter().map(|mm| mm.rss_anon).sum();
         m.insert("nr_anon_pages".into(), anon.into());
-        let mapped: u64 = self.mms.iter().map(|mm| mm.rss_file).sum();
+        let mapped: u64 = self.k.mms.iter().map(|mm| mm.rss_file).sum();
         m.insert("nr_mapped".into(), mapped.into());
-        let cached: u64 = self.files.iter().map(|f| f.nr_cached).sum();
+        let cached: u64 = self.k.files.iter().map(|f| f.nr_cached).sum();
         m.insert("nr_file_pages".into(), cached.into());
         Value::Object(m)
     }
 
     fn nodes_json(&self) -> Value {
-        let total = self.end_cycles().max(1);
+        let total = self.hw.end_cycles().max(1);
         Value::Array(
-            self.nodes
+            self.k.nodes
                 .iter()
                 .enumerate()
                 .map(|(n, node)| {
@@ -87,8 +87,8 @@ impl Sim {
                         .collect();
                     json!({
                         "node": n,
-                        "name": self.cfg.machine.nodes[n].name,
-                        "tier": self.tiers.tier_id(n),
+                        "name": self.k.cfg.machine.nodes[n].name,
+                        "tier": self.k.tiers.tier_id(n),
                         "cpus": node.cpus,
                         "capacity_pages": z.managed_pages,
                         "free": z.nr_free + z.pcp_pages(),
@@ -110,16 +110,16 @@ impl Sim {
                             "contended": z.lock.contended,
                             "wait_cycles": z.lock.wait_cycles,
                             "hold_cycles": z.lock.hold_cycles,
-                            "contention_percent": 100.0 * z.lock.wait_cycles as f64 / (total as f64 * self.cpus.len() as f64),
+                            "contention_percent": 100.0 * z.lock.wait_cycles as f64 / (total as f64 * self.hw.cpus.len() as f64),
                         },
                         "kswapd_failures": node.kswapd_failures,
-                        "toptier": self.tiers.node_is_toptier(n),
-                        "demotion_targets": self.tiers.preferred[n],
-                        "accesses": node.accesses,
+                        "toptier": self.k.tiers.node_is_toptier(n),
+                        "demotion_targets": self.k.tiers.preferred[n],
+                        "accesses": self.hw.mem[n].accesses,
                         "pgpromote_success": node.numab.pgpromote_success,
                         "pgpromote_candidate": node.numab.pgpromote_candidate,
                         "pgdemote": node.numab.pgdemote,
-                        "hot_threshold_ms": if node.numab.nbp_threshold == 0 { self.cfg.kernel.numa_balancing_hot_threshold_ms } else { node.numab.nbp_threshold },
+                        "hot_threshold_ms": if node.numab.nbp_threshold == 0 { self.k.cfg.kernel.numa_balancing_hot_threshold_ms } else { node.numab.nbp_threshold },
                     })
                 })
                 .collect(),
@@ -172,43 +172,43 @@ impl Sim {
             wm.per_second.into(),
         );
         workload.insert("runtime_s".into(), wm.roi_seconds.into());
-        workload.insert("threads".into(), self.threads.len().into());
+        workload.insert("threads".into(), self.k.sched.threads.len().into());
         let info: Map<String, Value> = self
             .workload_info
             .iter()
             .map(|(k, v)| (k.clone(), Value::from(v.clone())))
             .collect();
         workload.insert("info".into(), Value::Object(info));
-        let sys: u64 = self.cpus.iter().map(|c| c.sys_cycles).sum();
-        let user: u64 = self.cpus.iter().map(|c| c.user_cycles).sum();
+        let sys: u64 = self.hw.cpus.iter().map(|c| c.sys_cycles).sum();
+        let user: u64 = self.hw.cpus.iter().map(|c| c.user_cycles).sum();
         json!({
-            "scenario": self.cfg.scenario.name,
-            "seed": self.cfg.scenario.seed,
-            "machine": self.cfg.machine.name,
-            "sim_seconds": self.cycles_to_s(self.end_cycles()),
+            "scenario": self.k.cfg.scenario.name,
+            "seed": self.k.cfg.scenario.seed,
+            "machine": self.k.cfg.machine.name,
+            "sim_seconds": self.hw.cycles_to_s(self.hw.end_cycles()),
             "runtime_s": wm.roi_seconds,
             "wall_seconds": wall_seconds,
             "accesses": accesses,
             "accesses_per_wall_second": if wall_seconds > 0.0 { accesses as f64 / wall_seconds } else { 0.0 },
-            "cpu_time": {"user_s": self.cycles_to_s(user), "sys_s": self.cycles_to_s(sys)},
+            "cpu_time": {"user_s": self.hw.cycles_to_s(user), "sys_s": self.hw.cycles_to_s(sys)},
             "perf": self.perf_total().to_json(),
-            "perf_per_cpu": self.cpus.iter().map(|c| c.perf.to_json()).collect::<Vec<_>>(),
+            "perf_per_cpu": self.hw.cpus.iter().map(|c| c.perf.to_json()).collect::<Vec<_>>(),
             "vmstat": self.vmstat_json(),
             "interrupts": {
-                "TLB": self.cpus.iter().map(|c| c.irq.tlb).collect::<Vec<_>>(),
-                "CAL": self.cpus.iter().map(|c| c.irq.cal).collect::<Vec<_>>(),
+                "TLB": self.hw.cpus.iter().map(|c| c.irq.tlb).collect::<Vec<_>>(),
+                "CAL": self.hw.cpus.iter().map(|c| c.irq.cal).collect::<Vec<_>>(),
             },
             "nodes": self.nodes_json(),
             "workload": Value::Object(workload),
             "timeline": self.timeline_json(),
             "phases": self.phases_json(),
-            "pageout_kept_no_swap": self.pageout_kept_no_swap,
+            "pageout_kept_no_swap": self.k.pageout_kept_no_swap,
             "check": {
-                "level": format!("{:?}", self.checker.level).to_lowercase(),
-                "ran": self.checker.checks_run > 0,
-                "checks_run": self.checker.checks_run,
-                "violations": self.checker.count,
-                "details": serde_json::to_value(&self.checker.violations).unwrap_or(Value::Null),
+                "level": format!("{:?}", self.k.checker.level).to_lowercase(),
+                "ran": self.k.checker.checks_run > 0,
+                "checks_run": self.k.checker.checks_run,
+                "violations": self.k.checker.count,
+                "details": serde_json::to_value(&self.k.checker.violations).unwrap_or(Value::Null),
             },
             "frame_bytes": std::mem::size_of::<crate::mm::page::Page>(),
         })
@@ -223,8 +223,8 @@ impl Sim {
             s,
             "\n Performance counter stats for '{}' on '{}' ({} CPUs, simulated):\n",
             self.workload_name,
-            self.cfg.machine.name,
-            self.cpus.len()
+            self.k.cfg.machine.name,
+            self.hw.cpus.len()
         );
         for p in [
             Perf::DtlbLoadMisses,
@@ -239,12 +239,12 @@ impl Sim {
         let _ = writeln!(
             s,
             "\n{:>20.6} seconds simulated ({:.6} s timed region)",
-            self.cycles_to_s(self.end_cycles()),
+            self.hw.cycles_to_s(self.hw.end_cycles()),
             wm.roi_seconds
         );
         let _ = writeln!(s, "\n /proc/vmstat (non-zero):");
         for v in Vm::ALL {
-            let n = self.vm.get(v);
+            let n = self.k.vm.get(v);
             if n > 0 {
                 let _ = writeln!(s, "   {:<32} {}", v.name(), n);
             }
@@ -253,7 +253,7 @@ impl Sim {
         let mut hdr = String::from("      ");
         let mut tlb = String::from("  TLB:");
         let mut cal = String::from("  CAL:");
-        for (i, c) in self.cpus.iter().enumerate() {
+        for (i, c) in self.hw.cpus.iter().enumerate() {
             let _ = write!(hdr, "{:>11}", format!("CPU{i}"));
             let _ = write!(tlb, "{:>11}", c.irq.tlb);
             let _ = write!(cal, "{:>11}", c.irq.cal);
@@ -263,13 +263,13 @@ impl Sim {
             "{hdr}\n{tlb}   TLB shootdowns\n{cal}   Function call interrupts"
         );
         let _ = writeln!(s, "\n Nodes (pages):");
-        for (n, node) in self.nodes.iter().enumerate() {
+        for (n, node) in self.k.nodes.iter().enumerate() {
             let z = &node.zone;
             let _ = writeln!(
                 s,
                 "   node{n} {:<8} tier {:>2}  free {:>10}  anon {:>10}  file {:>10}  (min {} low {} high {} promo {})",
-                self.cfg.machine.nodes[n].name,
-                self.tiers.tier_id(n),
+                self.k.cfg.machine.nodes[n].name,
+                self.k.tiers.tier_id(n),
                 z.nr_free + z.pcp_pages(),
                 node.nr_anon,
                 node.nr_file,
@@ -283,7 +283,7 @@ impl Sim {
         for (k, v) in &self.workload_info {
             let _ = writeln!(s, "   {k:<29} {v}");
         }
-        let _ = writeln!(s, "   {:<29} {}", "Threads:", self.threads.len());
+        let _ = writeln!(s, "   {:<29} {}", "Threads:", self.k.sched.threads.len());
         let _ = writeln!(s, "   {:<29} {:.6} seconds", "Runtime:", wm.roi_seconds);
         let unit = capitalise(&self.work_unit);
         let _ = writeln!(s, "   {:<29} {}", format!("{unit}:"), group(wm.work));
@@ -296,7 +296,7 @@ impl Sim {
         if !self.phase_stats.is_empty() {
             let _ = writeln!(s, "\n Phases (simulated time):");
             for p in &self.phase_stats {
-                let us = self.cycles_to_s(p.cycles) * 1e6;
+                let us = self.hw.cycles_to_s(p.cycles) * 1e6;
                 let per = if p.instances > 0 {
                     us / p.instances as f64
                 } else {
@@ -323,11 +323,11 @@ impl Sim {
                 }
             }
         }
-        if self.pageout_kept_no_swap > 0 {
+        if self.k.pageout_kept_no_swap > 0 {
             let _ = writeln!(
                 s,
                 "\n MADV_PAGEOUT left {} anon pages resident: no swap device is modelled yet.",
-                group(self.pageout_kept_no_swap)
+                group(self.k.pageout_kept_no_swap)
             );
         }
         let acc = self.accesses();
@@ -337,10 +337,10 @@ impl Sim {
             group(acc),
             wall_seconds,
             acc as f64 / wall_seconds.max(1e-9) / 1e6,
-            self.checker.checks_run,
-            self.checker.count
+            self.k.checker.checks_run,
+            self.k.checker.count
         );
-        for v in self.checker.violations.iter().take(10) {
+        for v in self.k.checker.violations.iter().take(10) {
             let _ = writeln!(s, "   VIOLATION [{:?}] {}: {}", v.kind, v.when, v.detail);
         }
         s

@@ -1,134 +1,209 @@
 //! The scheduler: workload threads on CPUs (pinned or spread), time slices when a CPU has
 //! more than one runnable thread, barriers, exit; idle CPUs enter lazy TLB mode.
 
+use crate::kernel::{Event, Kernel};
+use crate::machine::Machine;
 use crate::mm::page::NIL;
-use crate::sim::{Sim, ThreadState};
-use crate::workload::Placement;
+use crate::workload::{Op, Placement, ThreadStream};
+use std::collections::VecDeque;
 
-impl Sim {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadState {
+    Runnable,
+    AtBarrier,
+    Sleeping,
+    Exited,
+}
+
+/// A workload thread: its program (the op stream) and what task_struct keeps about it.
+pub struct Thread {
+    pub id: u32,
+    pub mm: u32,
+    pub stream: Box<dyn ThreadStream>,
+    pub buf: Vec<Op>,
+    pub pos: usize,
+    pub state: ThreadState,
+    pub cpu: u32,
+    pub roi_begin: Option<u64>,
+    pub roi_end: Option<u64>,
+    pub work: u64,
+    pub accesses: u64,
+    /// se.sum_exec_runtime in cycles.
+    pub runtime: u64,
+    /// p->node_stamp: runtime at which task_tick_numa next considers queueing scan work.
+    pub numa_node_stamp: u64,
+    /// p->numa_scan_period in ms (init_numa_balancing sets scan_delay).
+    pub numa_scan_period_ms: u64,
+    /// Next slot of `Op::Pace` rate control (0: not started).
+    pub pace_next: u64,
+    /// Phase the thread is in (Mark::Phase).
+    pub phase: Option<u32>,
+}
+
+/// One CPU's run queue.
+#[derive(Clone, Debug)]
+pub struct RunQueue {
+    /// Thread running here (NIL: idle).
+    pub current: u32,
+    pub queue: VecDeque<u32>,
+    /// When the current thread's slice ends.
+    pub slice_end: u64,
+}
+
+impl RunQueue {
+    /// Whether the CPU has a thread to run.
+    pub fn busy(&self) -> bool {
+        self.current != NIL || !self.queue.is_empty()
+    }
+}
+
+pub struct Scheduler {
+    pub threads: Vec<Thread>,
+    pub rq: Vec<RunQueue>,
+    /// Threads waiting at a barrier, per process.
+    pub barrier_waiting: Vec<Vec<u32>>,
+    pub live_threads: u32,
+}
+
+impl Scheduler {
+    pub fn new(ncpus: usize, nproc: usize) -> Scheduler {
+        let rq = RunQueue {
+            current: NIL,
+            queue: VecDeque::new(),
+            slice_end: 0,
+        };
+        Scheduler {
+            threads: Vec::new(),
+            rq: vec![rq; ncpus],
+            barrier_waiting: vec![Vec::new(); nproc],
+            live_threads: 0,
+        }
+    }
+}
+
+impl Kernel {
     /// Put a new thread on a CPU's run queue (select_task_rq at fork: the idlest CPU).
-    pub(crate) fn place_thread(&mut self, tid: u32, placement: Placement) {
+    pub(crate) fn place_thread(&mut self, m: &mut Machine, tid: u32, placement: Placement) {
         let c = match placement {
             Placement::Pinned(c) => c as usize,
             Placement::Spread => {
                 let load = |i: usize| {
-                    let cpu = &self.cpus[i];
-                    cpu.runqueue.len() + (cpu.current != NIL) as usize
+                    let rq = &self.sched.rq[i];
+                    rq.queue.len() + (rq.current != NIL) as usize
                 };
-                (0..self.cpus.len())
+                (0..self.sched.rq.len())
                     .min_by_key(|&i| (load(i), i))
                     .unwrap_or(0)
             }
         };
-        self.threads[tid as usize].cpu = c as u32;
-        let mm = self.threads[tid as usize].mm as usize;
-        self.mms[mm].users += 1;
-        self.enqueue(c, tid);
+        self.sched.threads[tid as usize].cpu = c as u32;
+        let mm = self.sched.threads[tid as usize].mm as usize;
+        self.mms[mm].nr_threads += 1;
+        self.enqueue(m, c, tid);
     }
 
     /// Make `tid` runnable on CPU `c`; an idle CPU starts it at once (after `c`'s idle time).
-    fn enqueue(&mut self, c: usize, tid: u32) {
-        if self.cpus[c].current == NIL {
-            self.start_thread(c, tid);
+    fn enqueue(&mut self, m: &mut Machine, c: usize, tid: u32) {
+        if self.sched.rq[c].current == NIL {
+            self.start_thread(m, c, tid);
         } else {
-            self.cpus[c].runqueue.push_back(tid);
+            self.sched.rq[c].queue.push_back(tid);
         }
     }
 
-    fn start_thread(&mut self, c: usize, tid: u32) {
-        let mm = self.threads[tid as usize].mm as usize;
-        self.cpus[c].current = tid;
-        self.switch_mm(c, mm);
-        let slice = self.ns_to_cycles(self.cfg.kernel.sched_base_slice_ns as f64);
-        self.cpus[c].slice_end = self.cpus[c].clock + slice;
+    fn start_thread(&mut self, m: &mut Machine, c: usize, tid: u32) {
+        let mm = self.sched.threads[tid as usize].mm as usize;
+        self.sched.rq[c].current = tid;
+        self.switch_mm(m, c, mm);
+        let slice = m.ns_to_cycles(self.cfg.kernel.sched_base_slice_ns as f64);
+        self.sched.rq[c].slice_end = m.cpus[c].clock + slice;
     }
 
     /// The current thread stopped running here: run the next one or go idle (lazy TLB).
-    pub(crate) fn pick_next(&mut self, c: usize) {
-        self.cpus[c].current = NIL;
-        if let Some(next) = self.cpus[c].runqueue.pop_front() {
-            self.charge_sys(c, self.cost.context_switch_cycles as u64);
-            self.start_thread(c, next);
+    pub(crate) fn pick_next(&mut self, m: &mut Machine, c: usize) {
+        self.sched.rq[c].current = NIL;
+        if let Some(next) = self.sched.rq[c].queue.pop_front() {
+            m.charge_sys(c, m.cost.context_switch_cycles as u64);
+            self.start_thread(m, c, next);
         } else {
             self.enter_lazy_tlb(c);
         }
     }
 
     /// End of slice with others waiting: round-robin.
-    pub(crate) fn maybe_preempt(&mut self, c: usize) {
-        let cpu = &self.cpus[c];
-        if cpu.current != NIL && !cpu.runqueue.is_empty() && cpu.clock >= cpu.slice_end {
-            let cur = cpu.current;
-            self.cpus[c].runqueue.push_back(cur);
-            self.pick_next(c);
+    pub(crate) fn maybe_preempt(&mut self, m: &mut Machine, c: usize) {
+        let rq = &self.sched.rq[c];
+        if rq.current != NIL && !rq.queue.is_empty() && m.cpus[c].clock >= rq.slice_end {
+            let cur = rq.current;
+            self.sched.rq[c].queue.push_back(cur);
+            self.pick_next(m, c);
         }
     }
 
     /// A thread reached a barrier: wait until every live thread of its process has.
-    pub(crate) fn thread_barrier(&mut self, c: usize, tid: usize) {
-        self.threads[tid].state = ThreadState::AtBarrier;
-        let mm = self.threads[tid].mm as usize;
-        self.barrier_waiting[mm].push(tid as u32);
-        self.pick_next(c);
-        self.maybe_release_barrier(mm);
+    pub(crate) fn thread_barrier(&mut self, m: &mut Machine, c: usize, tid: usize) {
+        self.sched.threads[tid].state = ThreadState::AtBarrier;
+        let mm = self.sched.threads[tid].mm as usize;
+        self.sched.barrier_waiting[mm].push(tid as u32);
+        self.pick_next(m, c);
+        self.maybe_release_barrier(m, mm);
     }
 
-    fn maybe_release_barrier(&mut self, mm: usize) {
-        let live = self
+    fn maybe_release_barrier(&mut self, m: &mut Machine, mm: usize) {
+        let s = &self.sched;
+        let live = s
             .threads
             .iter()
             .filter(|t| t.mm as usize == mm && t.state != ThreadState::Exited)
             .count();
-        let waiting = &self.barrier_waiting[mm];
+        let waiting = &s.barrier_waiting[mm];
         if waiting.is_empty() || waiting.len() < live {
             return;
         }
-        let waiting = std::mem::take(&mut self.barrier_waiting[mm]);
+        let waiting = std::mem::take(&mut self.sched.barrier_waiting[mm]);
         // Everyone leaves when the last one arrives.
         let release = waiting
             .iter()
-            .map(|&t| self.cpus[self.threads[t as usize].cpu as usize].clock)
+            .map(|&t| m.cpus[self.sched.threads[t as usize].cpu as usize].clock)
             .max()
             .unwrap_or(0);
         for t in waiting {
-            self.threads[t as usize].state = ThreadState::Runnable;
-            let c = self.threads[t as usize].cpu as usize;
-            if self.cpus[c].current == NIL {
-                self.cpus[c].clock = self.cpus[c].clock.max(release);
+            self.sched.threads[t as usize].state = ThreadState::Runnable;
+            let c = self.sched.threads[t as usize].cpu as usize;
+            if self.sched.rq[c].current == NIL {
+                m.cpus[c].clock = m.cpus[c].clock.max(release);
             }
-            self.enqueue(c, t);
+            self.enqueue(m, c, t);
         }
     }
 
-    pub(crate) fn thread_exit(&mut self, c: usize, tid: usize) {
-        self.threads[tid].state = ThreadState::Exited;
-        self.live_threads -= 1;
-        let mm = self.threads[tid].mm as usize;
-        self.mms[mm].users -= 1;
-        self.pick_next(c);
-        self.maybe_release_barrier(mm);
+    pub(crate) fn thread_exit(&mut self, m: &mut Machine, c: usize, tid: usize) {
+        self.sched.threads[tid].state = ThreadState::Exited;
+        self.sched.live_threads -= 1;
+        let mm = self.sched.threads[tid].mm as usize;
+        self.mms[mm].nr_threads -= 1;
+        self.pick_next(m, c);
+        self.maybe_release_barrier(m, mm);
     }
-}
 
-impl Sim {
     /// nanosleep: leave the CPU; an event brings the thread back.
-    pub(crate) fn thread_sleep(&mut self, c: usize, tid: usize, ns: u64) {
-        self.threads[tid].state = ThreadState::Sleeping;
-        let at = self.cpus[c].clock + self.ns_to_cycles(ns as f64);
-        self.schedule(at, crate::sim::Event::Wake(tid as u32));
-        self.pick_next(c);
+    pub(crate) fn thread_sleep(&mut self, m: &mut Machine, c: usize, tid: usize, ns: u64) {
+        self.sched.threads[tid].state = ThreadState::Sleeping;
+        let at = m.cpus[c].clock + m.ns_to_cycles(ns as f64);
+        self.schedule(at, Event::Wake(tid as u32));
+        self.pick_next(m, c);
     }
 
     /// The sleep is over: back on the thread's CPU.
-    pub(crate) fn thread_wake(&mut self, tid: usize, t: u64) {
-        if self.threads[tid].state != ThreadState::Sleeping {
+    pub(crate) fn thread_wake(&mut self, m: &mut Machine, tid: usize, t: u64) {
+        if self.sched.threads[tid].state != ThreadState::Sleeping {
             return;
         }
-        self.threads[tid].state = ThreadState::Runnable;
-        let c = self.threads[tid].cpu as usize;
-        if self.cpus[c].current == NIL {
-            self.cpus[c].clock = self.cpus[c].clock.max(t);
+        self.sched.threads[tid].state = ThreadState::Runnable;
+        let c = self.sched.threads[tid].cpu as usize;
+        if self.sched.rq[c].current == NIL {
+            m.cpus[c].clock = m.cpus[c].clock.max(t);
         }
-        self.enqueue(c, tid as u32);
+        self.enqueue(m, c, tid as u32);
     }
 }

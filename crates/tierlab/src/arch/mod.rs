@@ -1,1 +1,144 @@
+//! The architecture layer: how TLBs are kept coherent with the page tables. `mm/` calls the
+//! kernel's generic TLB API below (`flush_tlb_range`, `arch_tlbbatch_flush`, ...) and never
+//! names an architecture; each architecture is one file implementing it, matched here once per
+//! flush or context switch, never per access.
+//!
+//! To add an architecture: write `arch/NAME.rs` with a state type implementing the same
+//! methods as `x86::X86`, add a variant to `Arch` and a line to `ARCHES`.
+
 pub mod x86;
+
+use crate::config::Config;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::mm::mm_types::{CpuMask, Mm};
+use crate::stats::VmCounters;
+
+/// Every architecture tierlab knows: its `machine.arch` name, whether it is implemented, and
+/// what it models.
+pub const ARCHES: &[(&str, bool, &str)] = &[
+    (
+        "x86_64",
+        true,
+        "PCID-tagged TLBs, IPI shootdowns (arch/x86/mm/tlb.c)",
+    ),
+    (
+        "arm64",
+        false,
+        "TLBI broadcast in hardware, DSB ISH, 16-bit ASIDs (arch/arm64/include/asm/tlbflush.h): not implemented yet",
+    ),
+];
+
+/// The running architecture's TLB-management state.
+pub enum Arch {
+    X86(x86::X86),
+}
+
+/// struct arch_tlbflush_unmap_batch: what a batched unmap must flush before its frames are
+/// freed (on x86, the CPUs that may cache one of the unmapped translations).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ArchTlbBatch {
+    pub cpumask: CpuMask,
+}
+
+/// What a TLB operation may touch: the machine, the address spaces and the vm counters.
+pub struct TlbCtx<'a> {
+    pub m: &'a mut Machine,
+    pub mms: &'a mut [Mm],
+    pub vm: &'a mut VmCounters,
+}
+
+impl Arch {
+    /// The architecture `machine.arch` names; an unimplemented or unknown one is an error.
+    pub fn new(cfg: &Config) -> Result<Arch, String> {
+        match cfg.machine.arch.as_str() {
+            "x86_64" => Ok(Arch::X86(x86::X86::new(cfg))),
+            name => {
+                let known: Vec<&str> = ARCHES.iter().filter(|a| a.1).map(|a| a.0).collect();
+                Err(match ARCHES.iter().find(|a| a.0 == name) {
+                    Some(_) => format!(
+                        "arch `{name}` is not implemented yet; implemented: {}",
+                        known.join(", ")
+                    ),
+                    None => format!("unknown arch `{name}`; implemented: {}", known.join(", ")),
+                })
+            }
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Arch::X86(_) => "x86_64",
+        }
+    }
+}
+
+impl Kernel {
+    fn tlb_ctx<'a>(
+        arch: &'a mut Arch,
+        m: &'a mut Machine,
+        mms: &'a mut [Mm],
+        vm: &'a mut VmCounters,
+    ) -> (&'a mut Arch, TlbCtx<'a>) {
+        (arch, TlbCtx { m, mms, vm })
+    }
+
+    /// switch_mm: CPU `c` starts running `mm`.
+    pub fn switch_mm(&mut self, m: &mut Machine, c: usize, mm: usize) {
+        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
+        match arch {
+            Arch::X86(x) => x.switch_mm_irqs_off(&mut t, c, mm),
+        }
+    }
+
+    /// enter_lazy_tlb: CPU `c` runs no user task but keeps its last mm loaded.
+    pub fn enter_lazy_tlb(&mut self, c: usize) {
+        match &mut self.arch {
+            Arch::X86(x) => x.enter_lazy_tlb(c),
+        }
+    }
+
+    /// flush_tlb_range: flush pages [start_vpn, end_vpn) of `mm` wherever they may be cached.
+    pub fn flush_tlb_range(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
+        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
+        match arch {
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e),
+        }
+    }
+
+    /// flush_tlb_page: one page of `mm`.
+    pub fn flush_tlb_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) {
+        self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
+    }
+
+    /// arch_tlbbatch_add_pending: a PTE of `mm` was cleared without a flush; remember what
+    /// `batch` must flush for it.
+    pub fn arch_tlbbatch_add_pending(&mut self, batch: &mut ArchTlbBatch, mm: usize) {
+        match &mut self.arch {
+            Arch::X86(x) => x.arch_tlbbatch_add_pending(batch, &mut self.mms[mm]),
+        }
+    }
+
+    /// arch_tlbbatch_flush: flush everything `batch` collected, run by CPU `c`.
+    pub fn arch_tlbbatch_flush(&mut self, m: &mut Machine, c: usize, batch: &ArchTlbBatch) {
+        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
+        match arch {
+            Arch::X86(x) => x.arch_tlbbatch_flush(&mut t, c, batch),
+        }
+    }
+
+    /// The CPUs of `batch` other than `c` that a flush would interrupt now.
+    pub fn arch_tlbbatch_targets(&self, c: usize, batch: &ArchTlbBatch) -> u64 {
+        match &self.arch {
+            Arch::X86(x) => x.ipi_targets(c, &batch.cpumask),
+        }
+    }
+
+    /// For the checker: the mm whose translations a TLB entry tagged `asid` on CPU `c` may
+    /// still be used for without a flush first, if any.
+    pub fn arch_entry_usable(&self, m: &Machine, c: usize, asid: u8) -> Option<usize> {
+        match &self.arch {
+            Arch::X86(x) => x.entry_usable(m, &self.mms, c, asid),
+        }
+    }
+}

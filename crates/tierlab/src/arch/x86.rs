@@ -2,11 +2,33 @@
 //! with the single-page ceiling, the batched unmap flush, and IPI shootdowns counted in
 //! `/proc/interrupts` exactly as `flush_tlb_func` counts them.
 
-use crate::machine::cpu::AsidSlot;
-use crate::mm::mm_types::CpuMask;
+use crate::arch::{ArchTlbBatch, TlbCtx};
+use crate::config::Config;
+use crate::machine::cpu::Cpu;
+use crate::machine::Machine;
+use crate::mm::mm_types::{CpuMask, Mm};
 use crate::mm::page::NIL;
-use crate::sim::Sim;
 use crate::stats::{Perf, Vm};
+
+/// One of a CPU's dynamic ASIDs/PCIDs (cpu_tlbstate.ctxs[]): which mm it holds and the mm's
+/// tlb_gen the TLB contents are known to be current with.
+#[derive(Clone, Copy, Debug)]
+pub struct AsidSlot {
+    pub mm: u32,
+    pub tlb_gen: u64,
+}
+
+/// Per-CPU TLB state the kernel keeps (struct tlb_state and tlb_state_shared).
+#[derive(Clone, Debug)]
+pub struct TlbState {
+    /// cpu_tlbstate.loaded_mm (NIL: init_mm).
+    pub loaded_mm: u32,
+    /// cpu_tlbstate_shared.is_lazy: running no user task but keeping the last mm loaded.
+    pub is_lazy: bool,
+    pub asids: Vec<AsidSlot>,
+    /// Round-robin victim for the next ASID allocation (choose_new_asid's next_asid).
+    pub next_asid: u8,
+}
 
 /// What one flush request asks of each CPU (struct flush_tlb_info).
 #[derive(Clone, Copy, Debug)]
@@ -19,50 +41,71 @@ pub struct FlushInfo {
     pub trim_cpumask: bool,
 }
 
-impl Sim {
+pub struct X86 {
+    pub cpus: Vec<TlbState>,
+    /// tlb_single_page_flush_ceiling (debugfs): longer ranges flush the whole PCID.
+    pub ceiling: u32,
+}
+
+impl X86 {
+    pub fn new(cfg: &Config) -> X86 {
+        let slot = AsidSlot { mm: NIL, tlb_gen: 0 };
+        let state = TlbState {
+            loaded_mm: NIL,
+            is_lazy: false,
+            asids: vec![slot; cfg.machine.tlb.nr_dyn_asids as usize],
+            next_asid: 0,
+        };
+        X86 {
+            cpus: vec![state; cfg.machine.cpus as usize],
+            ceiling: cfg.x86.tlb_single_page_flush_ceiling,
+        }
+    }
+
     /// switch_mm_irqs_off: load `mm` on CPU `c`, reusing its PCID when the CPU still has one
     /// and flushing it only if the mm's tlb_gen moved on meanwhile.
-    pub fn switch_mm(&mut self, c: usize, mm: usize) {
-        let gen = self.mms[mm].tlb_gen;
-        let cpu = &mut self.cpus[c];
+    pub fn switch_mm_irqs_off(&mut self, t: &mut TlbCtx, c: usize, mm: usize) {
+        let gen = t.mms[mm].tlb_gen;
+        let st = &mut self.cpus[c];
+        let cpu = &mut t.m.cpus[c];
         let mut flushed = false;
-        if cpu.loaded_mm == mm as u32 {
-            let slot = &mut cpu.asids[cpu.cur_asid as usize];
+        if st.loaded_mm == mm as u32 {
+            let slot = &mut st.asids[cpu.cur_asid as usize];
             if slot.tlb_gen < gen {
                 slot.tlb_gen = gen;
                 flushed = true;
             }
         } else {
-            let n = cpu.asids.len();
-            let asid = match cpu.asids.iter().position(|s| s.mm == mm as u32) {
+            let n = st.asids.len();
+            let asid = match st.asids.iter().position(|s| s.mm == mm as u32) {
                 Some(i) => {
-                    if cpu.asids[i].tlb_gen < gen {
+                    if st.asids[i].tlb_gen < gen {
                         flushed = true;
                     }
                     i
                 }
                 None => {
                     // choose_new_asid: round-robin victim, its old contents must go.
-                    let i = cpu.next_asid as usize;
-                    cpu.next_asid = ((i + 1) % n) as u8;
+                    let i = st.next_asid as usize;
+                    st.next_asid = ((i + 1) % n) as u8;
                     flushed = true;
                     i
                 }
             };
-            cpu.asids[asid] = AsidSlot {
+            st.asids[asid] = AsidSlot {
                 mm: mm as u32,
                 tlb_gen: gen,
             };
             cpu.cur_asid = asid as u8;
-            cpu.loaded_mm = mm as u32;
+            st.loaded_mm = mm as u32;
         }
-        cpu.is_lazy = false;
+        st.is_lazy = false;
         if flushed {
             let asid = cpu.cur_asid;
             cpu.flush_asid(asid);
             count_full_flush(cpu);
         }
-        self.mms[mm].cpumask.set(c);
+        t.mms[mm].cpumask.set(c);
     }
 
     /// enter_lazy_tlb: the CPU runs no user task but keeps the mm loaded.
@@ -73,17 +116,23 @@ impl Sim {
     }
 
     /// flush_tlb_mm_range: flush [start, end) of `mm` everywhere it may be cached.
-    pub fn flush_tlb_mm_range(&mut self, c: usize, mm: usize, start_vpn: u32, end_vpn: u32) {
-        self.mms[mm].tlb_gen += 1;
-        let ceiling = self.cfg.x86.tlb_single_page_flush_ceiling;
-        let full = end_vpn.saturating_sub(start_vpn) > ceiling;
-        let mask = self.mms[mm].cpumask;
+    pub fn flush_tlb_mm_range(
+        &mut self,
+        t: &mut TlbCtx,
+        c: usize,
+        mm: usize,
+        start_vpn: u32,
+        end_vpn: u32,
+    ) {
+        t.mms[mm].tlb_gen += 1;
+        let full = end_vpn.saturating_sub(start_vpn) > self.ceiling;
+        let mask = t.mms[mm].cpumask;
         if mask.any_but(c) {
             // should_trim_cpumask: at most once per second per mm.
-            let now = self.cpus[c].clock;
-            let trim = now >= self.mms[mm].next_trim;
+            let now = t.m.cpus[c].clock;
+            let trim = now >= t.mms[mm].next_trim;
             if trim {
-                self.mms[mm].next_trim = now + self.ns_to_cycles(1e9);
+                t.mms[mm].next_trim = now + t.m.ns_to_cycles(1e9);
             }
             let info = FlushInfo {
                 mm: Some(mm),
@@ -92,24 +141,21 @@ impl Sim {
                 full,
                 trim_cpumask: trim,
             };
-            self.flush_tlb_multi(c, mask, info);
+            self.flush_tlb_multi(t, c, mask, info);
         } else if self.cpus[c].loaded_mm == mm as u32 {
-            self.flush_local(c, start_vpn, end_vpn, full, true);
+            self.flush_local(t, c, start_vpn, end_vpn, full, true);
         }
     }
 
-    /// try_to_unmap_flush → arch_tlbbatch_flush: one full flush on every CPU of the batch.
-    pub fn try_to_unmap_flush(&mut self, c: usize) {
-        if !self.tlb_ubc.flush_required {
-            return;
-        }
-        let mask = self.tlb_ubc.cpumask;
-        self.tlb_ubc = Default::default();
-        self.arch_tlbbatch_flush(c, mask);
+    /// arch_tlbbatch_add_pending: inc_mm_tlb_gen and collect mm_cpumask.
+    pub fn arch_tlbbatch_add_pending(&mut self, batch: &mut ArchTlbBatch, mm: &mut Mm) {
+        mm.tlb_gen += 1;
+        batch.cpumask.union(&mm.cpumask);
     }
 
-    /// arch_tlbbatch_flush: a full flush on every CPU of `mask` (mm = NULL).
-    pub(crate) fn arch_tlbbatch_flush(&mut self, c: usize, mask: CpuMask) {
+    /// arch_tlbbatch_flush: a full flush on every CPU of the batch (mm = NULL).
+    pub fn arch_tlbbatch_flush(&mut self, t: &mut TlbCtx, c: usize, batch: &ArchTlbBatch) {
+        let mask = batch.cpumask;
         let info = FlushInfo {
             mm: None,
             start_vpn: 0,
@@ -118,17 +164,37 @@ impl Sim {
             trim_cpumask: false,
         };
         if mask.any_but(c) {
-            self.flush_tlb_multi(c, mask, info);
+            self.flush_tlb_multi(t, c, mask, info);
         } else if mask.test(c) {
-            self.flush_local(c, 0, 0, true, true);
+            self.flush_local(t, c, 0, 0, true, true);
         }
-        self.migrc_flushed(&mask);
+    }
+
+    /// The remote CPUs of `mask` a batched flush from `c` would interrupt (lazy ones skipped).
+    pub fn ipi_targets(&self, c: usize, mask: &CpuMask) -> u64 {
+        mask.iter()
+            .filter(|&r| r != c && r < self.cpus.len() && !self.cpus[r].is_lazy)
+            .count() as u64
+    }
+
+    /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first: the CPU runs
+    /// that mm now, or its PCID is current (a stale PCID is flushed at switch_mm).
+    pub fn entry_usable(&self, m: &Machine, mms: &[Mm], c: usize, asid: u8) -> Option<usize> {
+        let st = &self.cpus[c];
+        let slot = st.asids[asid as usize];
+        if slot.mm == NIL {
+            return None;
+        }
+        let mm = slot.mm as usize;
+        let running = st.loaded_mm == slot.mm && m.cpus[c].cur_asid == asid && !st.is_lazy;
+        let current = slot.tlb_gen >= mms[mm].tlb_gen;
+        (current || running).then_some(mm)
     }
 
     /// native_flush_tlb_multi: IPI every CPU that should_flush_tlb, flush locally if needed,
     /// and wait for the acknowledgements.
-    fn flush_tlb_multi(&mut self, c: usize, mask: CpuMask, info: FlushInfo) {
-        self.vm.inc(Vm::NrTlbRemoteFlush);
+    fn flush_tlb_multi(&mut self, t: &mut TlbCtx, c: usize, mask: CpuMask, info: FlushInfo) {
+        t.vm.inc(Vm::NrTlbRemoteFlush);
 
         let mut targets = 0u64;
         for r in mask.iter() {
@@ -136,66 +202,77 @@ impl Sim {
                 continue;
             }
             // should_flush_tlb
-            let cpu = &self.cpus[r];
-            if cpu.is_lazy {
+            let st = &self.cpus[r];
+            if st.is_lazy {
                 continue;
             }
             if let Some(mm) = info.mm {
-                if cpu.loaded_mm != mm as u32 && !info.trim_cpumask {
+                if st.loaded_mm != mm as u32 && !info.trim_cpumask {
                     continue;
                 }
             }
             targets += 1;
-            self.flush_tlb_func_remote(r, info);
+            self.flush_tlb_func_remote(t, r, info);
         }
-        let send = self.cost.ipi_send_cycles as u64
-            + self.cost.ipi_send_per_cpu_cycles as u64 * targets.saturating_sub(1)
-            + self.cost.ipi_receive_cycles as u64;
+        let cost = &t.m.cost;
+        let send = cost.ipi_send_cycles as u64
+            + cost.ipi_send_per_cpu_cycles as u64 * targets.saturating_sub(1)
+            + cost.ipi_receive_cycles as u64;
         if targets > 0 {
-            self.charge_sys(c, send);
+            t.m.charge_sys(c, send);
         }
         let local = match info.mm {
             Some(mm) => self.cpus[c].loaded_mm == mm as u32,
             None => mask.test(c),
         };
         if local {
-            self.flush_local(c, info.start_vpn, info.end_vpn, info.full, true);
+            self.flush_local(t, c, info.start_vpn, info.end_vpn, info.full, true);
         }
     }
 
     /// flush_tlb_func on a remote CPU (the IPI handler), counted in irq_tlb_count even when it
     /// returns early.
-    fn flush_tlb_func_remote(&mut self, r: usize, info: FlushInfo) {
-        let recv = self.cost.ipi_receive_cycles as u64;
-        self.charge_sys(r, recv);
-        let cpu = &mut self.cpus[r];
+    fn flush_tlb_func_remote(&mut self, t: &mut TlbCtx, r: usize, info: FlushInfo) {
+        let recv = t.m.cost.ipi_receive_cycles as u64;
+        t.m.charge_sys(r, recv);
+        let cpu = &mut t.m.cpus[r];
         cpu.irq.tlb += 1;
         cpu.irq.cal += 1;
-        self.vm.inc(Vm::NrTlbRemoteFlushReceived);
+        t.vm.inc(Vm::NrTlbRemoteFlushReceived);
+        let loaded = self.cpus[r].loaded_mm;
         if let Some(mm) = info.mm {
-            if cpu.loaded_mm != mm as u32 {
-                self.mms[mm].cpumask.clear(r);
+            if loaded != mm as u32 {
+                t.mms[mm].cpumask.clear(r);
                 return;
             }
         }
-        if self.cpus[r].loaded_mm == NIL {
+        if loaded == NIL {
             return;
         }
-        self.flush_local(r, info.start_vpn, info.end_vpn, info.full, false);
+        self.flush_local(t, r, info.start_vpn, info.end_vpn, info.full, false);
     }
 
     /// Flush the loaded mm's translations on CPU `c` and record it as current. As in
     /// flush_tlb_func, a partial flush is done only when this CPU is exactly one generation
     /// behind; a CPU that missed a generation (a deferred flush) flushes fully.
-    fn flush_local(&mut self, c: usize, start_vpn: u32, end_vpn: u32, full: bool, initiator: bool) {
+    fn flush_local(
+        &mut self,
+        t: &mut TlbCtx,
+        c: usize,
+        start_vpn: u32,
+        end_vpn: u32,
+        full: bool,
+        initiator: bool,
+    ) {
         let loaded = self.cpus[c].loaded_mm;
         if loaded == NIL {
             return;
         }
-        let gen = self.mms[loaded as usize].tlb_gen;
-        let cpu = &mut self.cpus[c];
+        let gen = t.mms[loaded as usize].tlb_gen;
+        let cpu = &mut t.m.cpus[c];
         let asid = cpu.cur_asid;
-        let local_gen = cpu.asids[asid as usize].tlb_gen;
+        let slot = &mut self.cpus[c].asids[asid as usize];
+        let local_gen = slot.tlb_gen;
         if local_gen >= gen {
             return;
         }
@@ -203,9 +280,10 @@ impl Sim {
         if full {
             cpu.flush_asid(asid);
             count_full_flush(cpu);
-            self.charge_sys(c, self.cost.full_flush_cycles as u64);
+            let cycles = t.m.cost.full_flush_cycles as u64;
+            t.m.charge_sys(c, cycles);
             if initiator {
-                self.vm.inc(Vm::NrTlbLocalFlushAll);
+                t.vm.inc(Vm::NrTlbLocalFlushAll);
             }
         } else {
             for vpn in start_vpn..end_vpn {
@@ -214,19 +292,18 @@ impl Sim {
                 cpu.perf.inc(Perf::TlbFlushStlbAny);
             }
             let n = (end_vpn - start_vpn) as u64;
-            self.charge_sys(c, self.cost.invlpg_cycles as u64 * n);
+            let cycles = t.m.cost.invlpg_cycles as u64 * n;
+            t.m.charge_sys(c, cycles);
             if initiator {
-                self.vm.add(Vm::NrTlbLocalFlushOne, n);
+                t.vm.add(Vm::NrTlbLocalFlushOne, n);
             }
         }
-        let cpu = &mut self.cpus[c];
-        let slot = &mut cpu.asids[cpu.cur_asid as usize];
         slot.tlb_gen = slot.tlb_gen.max(gen);
     }
 }
 
 /// A full flush empties the iTLB, the dTLB and the STLB: count it in all three perf events.
-fn count_full_flush(cpu: &mut crate::machine::cpu::Cpu) {
+fn count_full_flush(cpu: &mut Cpu) {
     cpu.perf.inc(Perf::ItlbFlush);
     cpu.perf.inc(Perf::TlbFlushDtlbThread);
     cpu.perf.inc(Perf::TlbFlushStlbAny);

@@ -1,18 +1,10 @@
-//! A CPU: its cycle clock, its TLBs, its PCID slots and its counters.
+//! A CPU as hardware: its cycle clock, its TLBs, the address-space id it tags new entries
+//! with, and its counters. What the kernel keeps per CPU (loaded mm, ASID slots, run queue)
+//! is in `arch/` and `sched.rs`.
 
 use crate::config::TlbConfig;
 use crate::machine::tlb::Tlb;
-use crate::mm::page::NIL;
 use crate::stats::{IrqStat, PerfCounters};
-use std::collections::VecDeque;
-
-/// One of the CPU's dynamic ASIDs/PCIDs (cpu_tlbstate.ctxs[]): which mm it holds and the
-/// mm's tlb_gen the TLB contents are known to be current with.
-#[derive(Clone, Copy, Debug)]
-pub struct AsidSlot {
-    pub mm: u32,
-    pub tlb_gen: u64,
-}
 
 pub struct Cpu {
     pub id: u32,
@@ -24,20 +16,9 @@ pub struct Cpu {
     pub stlb: Tlb,
     pub perf: PerfCounters,
     pub irq: IrqStat,
-    /// cpu_tlbstate.loaded_mm (NIL: init_mm).
-    pub loaded_mm: u32,
-    /// cpu_tlbstate_shared.is_lazy: running no user task but keeping the last mm loaded.
-    pub is_lazy: bool,
-    pub asids: Vec<AsidSlot>,
-    /// PCID of loaded_mm.
+    /// The address-space id in the translation base register (x86: the PCID in CR3; arm64:
+    /// the ASID in TTBR): lookups match it and new entries are tagged with it.
     pub cur_asid: u8,
-    /// Round-robin victim for the next ASID allocation (choose_new_asid's next_asid).
-    pub next_asid: u8,
-    /// Thread running here (NIL: idle).
-    pub current: u32,
-    pub runqueue: VecDeque<u32>,
-    /// When the current thread's slice ends.
-    pub slice_end: u64,
     /// Cycles spent in the kernel (faults, reclaim, IPI handlers).
     pub sys_cycles: u64,
     /// Cycles spent running user ops.
@@ -59,31 +40,13 @@ impl Cpu {
             stlb: Tlb::new(tlb.stlb_entries, tlb.stlb_ways),
             perf: PerfCounters::default(),
             irq: IrqStat::default(),
-            loaded_mm: NIL,
-            is_lazy: false,
-            asids: vec![
-                AsidSlot {
-                    mm: NIL,
-                    tlb_gen: 0
-                };
-                tlb.nr_dyn_asids as usize
-            ],
             cur_asid: 0,
-            next_asid: 0,
-            current: NIL,
-            runqueue: VecDeque::new(),
-            slice_end: 0,
             sys_cycles: 0,
             user_cycles: 0,
             idle_cycles: 0,
             cache: (cache_kib > 0)
                 .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }
-    }
-
-    /// Whether the CPU has a thread to run.
-    pub fn busy(&self) -> bool {
-        self.current != NIL || !self.runqueue.is_empty()
     }
 
     /// Drop every TLB entry of one PCID from all three TLBs.

@@ -1,5 +1,106 @@
-//! The simulated hardware: CPUs with their TLBs, and memory nodes.
+//! The simulated hardware and nothing else: CPUs (clock, TLBs, perf counters, the PCID
+//! register), memory nodes (latency, bandwidth, the physical frame ranges) and the cost table
+//! of what operations take on this machine. Kernel state lives in `kernel.rs`.
 
 pub mod cache;
 pub mod cpu;
 pub mod tlb;
+
+use crate::config::Config;
+use crate::cost::CostTable;
+use cpu::Cpu;
+
+/// A memory node as the hardware sees it: its latency, bandwidth and the traffic it served.
+#[derive(Clone, Debug)]
+pub struct MemoryNode {
+    /// Memory latency in cycles, already divided by the MLP factor: [read, write].
+    pub latency_cycles: [u32; 2],
+    pub read_bandwidth_gbps: f64,
+    pub write_bandwidth_gbps: f64,
+    /// Memory accesses served from this node (after the TLB and the cache filter).
+    pub accesses: u64,
+}
+
+pub struct Machine {
+    pub cpus: Vec<Cpu>,
+    pub mem: Vec<MemoryNode>,
+    /// First pfn past each node's frames (the physical address map).
+    pub node_end_pfn: Vec<u32>,
+    pub cycles_per_ns: f64,
+    pub cost: CostTable,
+}
+
+impl Machine {
+    /// Build the hardware a config describes: CPUs on their nodes, node latencies and the
+    /// physical frame ranges, node by node in order.
+    pub fn new(cfg: &Config, cpu_node: &[u8]) -> Machine {
+        let m = &cfg.machine;
+        let cycles_per_ns = m.cpu_ghz;
+        let cpus = (0..m.cpus as usize)
+            .map(|c| Cpu::new(c as u32, cpu_node[c], &m.tlb, m.cache_kib, m.cache_ways))
+            .collect();
+        let lat = |ns: f64| ((ns * cycles_per_ns) / m.mlp).round().max(1.0) as u32;
+        let mem = m
+            .nodes
+            .iter()
+            .map(|nc| MemoryNode {
+                latency_cycles: [lat(nc.read_latency_ns), lat(nc.write_latency_ns)],
+                read_bandwidth_gbps: nc.read_bandwidth_gbps,
+                write_bandwidth_gbps: nc.write_bandwidth_gbps,
+                accesses: 0,
+            })
+            .collect();
+        let mut end = 0u32;
+        let node_end_pfn = m
+            .nodes
+            .iter()
+            .map(|n| {
+                end += (n.capacity_mib * 256) as u32;
+                end
+            })
+            .collect();
+        Machine {
+            cpus,
+            mem,
+            node_end_pfn,
+            cycles_per_ns,
+            cost: cfg.cost.clone(),
+        }
+    }
+
+    /// Charge kernel cycles to a CPU.
+    #[inline]
+    pub fn charge_sys(&mut self, cpu: usize, cycles: u64) {
+        let c = &mut self.cpus[cpu];
+        c.clock += cycles;
+        c.sys_cycles += cycles;
+    }
+
+    /// The node a physical frame belongs to.
+    #[inline]
+    pub fn node_of_pfn(&self, pfn: u32) -> usize {
+        let mut n = 0;
+        while pfn >= self.node_end_pfn[n] {
+            n += 1;
+        }
+        n
+    }
+
+    pub fn ns_to_cycles(&self, ns: f64) -> u64 {
+        (ns * self.cycles_per_ns) as u64
+    }
+
+    pub fn cycles_to_s(&self, cycles: u64) -> f64 {
+        cycles as f64 / (self.cycles_per_ns * 1e9)
+    }
+
+    /// Simulated milliseconds at CPU `c` (jiffies_to_msecs(jiffies)).
+    pub fn now_ms(&self, c: usize) -> u64 {
+        (self.cpus[c].clock as f64 / (self.cycles_per_ns * 1e6)) as u64
+    }
+
+    /// Simulated time at the end: the latest CPU clock.
+    pub fn end_cycles(&self) -> u64 {
+        self.cpus.iter().map(|c| c.clock).max().unwrap_or(0)
+    }
+}

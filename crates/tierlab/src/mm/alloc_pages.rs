@@ -2,38 +2,38 @@
 //! zonelist at the low watermark, then the slow path (wake kswapd, min watermark, direct
 //! reclaim). Per-zone mechanics (buddy, per-CPU pagesets, zone lock) are in page_alloc.rs.
 
-use crate::mm::mmzone::lru_index;
 use crate::mm::page::{pg, NIL};
-use crate::sim::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::stats::Vm;
 
-impl Sim {
+impl Kernel {
     /// __alloc_pages(GFP_HIGHUSER_MOVABLE, order 0, preferred node): one frame or None (OOM).
-    pub fn alloc_page(&mut self, c: usize, preferred: usize) -> Option<u32> {
+    pub fn alloc_page(&mut self, m: &mut Machine, c: usize, preferred: usize) -> Option<u32> {
         // get_page_from_freelist, ALLOC_WMARK_LOW: fall back along the zonelist.
-        if let Some(pfn) = self.alloc_from_zonelist(c, preferred, false) {
+        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, false) {
             return Some(pfn);
         }
         // __alloc_pages_slowpath: wake_all_kswapds, then retry at the min watermark.
         let zonelist = self.nodes[preferred].zonelist.clone();
         for &n in &zonelist {
-            self.wakeup_kswapd(n as usize);
+            self.wakeup_kswapd(m, n as usize);
         }
-        if let Some(pfn) = self.alloc_from_zonelist(c, preferred, true) {
+        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, true) {
             return Some(pfn);
         }
         // __alloc_pages_direct_reclaim: try_to_free_pages, then retry; MIGRC pauses meanwhile.
-        self.migrc_pause(c);
-        let got = self.direct_reclaim_and_retry(c, preferred);
+        self.migrc_pause(m, c);
+        let got = self.direct_reclaim_and_retry(m, c, preferred);
         self.migrc_resume();
         got
     }
 
-    fn direct_reclaim_and_retry(&mut self, c: usize, preferred: usize) -> Option<u32> {
+    fn direct_reclaim_and_retry(&mut self, m: &mut Machine, c: usize, preferred: usize) -> Option<u32> {
         for _ in 0..crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             self.vm.inc(Vm::AllocStallNormal);
-            let reclaimed = self.try_to_free_pages(c, preferred);
-            if let Some(pfn) = self.alloc_from_zonelist(c, preferred, true) {
+            let reclaimed = self.try_to_free_pages(m, c, preferred);
+            if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, true) {
                 return Some(pfn);
             }
             if reclaimed == 0 {
@@ -43,10 +43,10 @@ impl Sim {
         None
     }
 
-    fn alloc_from_zonelist(&mut self, c: usize, preferred: usize, at_min: bool) -> Option<u32> {
+    fn alloc_from_zonelist(&mut self, m: &mut Machine, c: usize, preferred: usize, at_min: bool) -> Option<u32> {
         for i in 0..self.nodes[preferred].zonelist.len() {
             let n = self.nodes[preferred].zonelist[i] as usize;
-            if let Some(pfn) = self.rmqueue_node(c, preferred, n, at_min) {
+            if let Some(pfn) = self.rmqueue_node(m, c, preferred, n, at_min) {
                 return Some(pfn);
             }
         }
@@ -55,21 +55,21 @@ impl Sim {
 
     /// One zone's try in get_page_from_freelist: the watermark check, rmqueue, zone_statistics.
     pub(crate) fn rmqueue_node(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         preferred: usize,
         n: usize,
         at_min: bool,
     ) -> Option<u32> {
-        let now = self.cpus[c].clock;
+        let now = m.cpus[c].clock;
         let zone = &mut self.nodes[n].zone;
         let mark = if at_min {
             zone.wmark.min
         } else {
             zone.wmark.low
         };
-        let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &self.cost, mark);
-        self.charge_sys(c, cycles);
+        let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &m.cost, mark);
+        m.charge_sys(c, cycles);
         let pfn = pfn?;
         if n == preferred {
             self.vm.inc(Vm::NumaHit);
@@ -77,7 +77,7 @@ impl Sim {
             self.vm.inc(Vm::NumaMiss);
             self.vm.inc(Vm::NumaForeign);
         }
-        if n == self.cpus[c].node as usize {
+        if n == m.cpus[c].node as usize {
             self.vm.inc(Vm::NumaLocal);
         } else {
             self.vm.inc(Vm::NumaOther);
@@ -86,28 +86,28 @@ impl Sim {
         // TPP: a top-tier node below WMARK_DEMOTE wakes kswapd before it reaches low.
         let dw = self.nodes[n].demote_wmark;
         if dw > 0 && !self.nodes[n].zone.watermark_ok(dw) && self.can_demote(n) {
-            self.wakeup_kswapd(n);
+            self.wakeup_kswapd(m, n);
         }
-        self.check_migrc_flush(c, pfn);
-        self.check_frame_reuse(pfn, c);
+        self.check_migrc_flush(m, c, pfn);
+        self.check_frame_reuse(m, pfn, c);
         Some(pfn)
     }
 
     /// __GFP_THISNODE without direct reclaim (migration targets): the low watermark, then,
     /// if the gfp mask allows waking kswapd, a wakeup and a retry at min.
-    pub fn alloc_page_thisnode(&mut self, c: usize, n: usize, wake_kswapd: bool) -> Option<u32> {
-        if let Some(pfn) = self.rmqueue_node(c, n, n, false) {
+    pub fn alloc_page_thisnode(&mut self, m: &mut Machine, c: usize, n: usize, wake_kswapd: bool) -> Option<u32> {
+        if let Some(pfn) = self.rmqueue_node(m, c, n, n, false) {
             return Some(pfn);
         }
         if !wake_kswapd {
             return None;
         }
-        self.wakeup_kswapd(n);
-        self.rmqueue_node(c, n, n, true)
+        self.wakeup_kswapd(m, n);
+        self.rmqueue_node(m, c, n, n, true)
     }
 
     /// Return a frame that no longer has users to `c`'s per-CPU list (free_unref_folios).
-    pub fn free_frame(&mut self, c: usize, pfn: u32) {
+    pub fn free_frame(&mut self, m: &mut Machine, c: usize, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         debug_assert!(
             !p.has(pg::LRU) && p.mapcount == 0,
@@ -117,57 +117,11 @@ impl Sim {
         p.owner = NIL;
         p.index = 0;
         let n = p.node as usize;
-        let now = self.cpus[c].clock;
+        let now = m.cpus[c].clock;
         let cycles = self.nodes[n]
             .zone
-            .free_page(&mut self.frames, c, pfn, now, &self.cost);
-        self.charge_sys(c, cycles);
+            .free_page(&mut self.frames, c, pfn, now, &m.cost);
+        m.charge_sys(c, cycles);
         self.vm.inc(Vm::PgFree);
-    }
-
-    /// folio_add_lru: new folios start on the inactive list of their type.
-    pub fn lru_add(&mut self, pfn: u32) {
-        self.frames.get_mut(pfn).flags &= !pg::ACTIVE;
-        self.lru_add_folio(pfn);
-    }
-
-    /// lruvec_add_folio plus node accounting: onto the list the folio's flags name (a
-    /// migrated folio keeps PG_active).
-    pub fn lru_add_folio(&mut self, pfn: u32) {
-        let p = self.frames.get_mut(pfn);
-        debug_assert!(!p.has(pg::LRU));
-        let anon = p.has(pg::ANON);
-        let active = p.has(pg::ACTIVE);
-        p.flags |= pg::LRU;
-        let n = p.node as usize;
-        let node = &mut self.nodes[n];
-        self.frames
-            .list_add(&mut node.lru[lru_index(anon, active)], pfn);
-        if anon {
-            node.nr_anon += 1;
-        } else {
-            node.nr_file += 1;
-        }
-    }
-
-    /// lruvec_del_folio plus the node's anon/file accounting: the frame leaves its user.
-    pub fn lru_del_and_uncharge(&mut self, pfn: u32) {
-        let p = *self.frames.get(pfn);
-        let n = p.node as usize;
-        let anon = p.has(pg::ANON);
-        if p.has(pg::LRU) {
-            let lru = lru_index(anon, p.has(pg::ACTIVE));
-            let node = &mut self.nodes[n];
-            self.frames.list_del(&mut node.lru[lru], pfn);
-        } else if p.has(pg::ISOLATED) {
-            self.nodes[n].nr_isolated -= 1;
-        }
-        let node = &mut self.nodes[n];
-        if anon {
-            node.nr_anon -= 1;
-        } else {
-            node.nr_file -= 1;
-        }
-        self.frames.get_mut(pfn).flags &= !(pg::LRU | pg::ACTIVE | pg::ISOLATED);
     }
 }

@@ -3,17 +3,17 @@
 //! swap device modelled, MADV_PAGEOUT cannot reclaim anon pages: they stay resident and are
 //! counted in `pageout_kept_no_swap`.
 
-use crate::mm::mmzone::lru_index;
-use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::mm::vmscan::Reclaimer;
-use crate::sim::{Sim, SimError};
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::sim::SimError;
 use crate::stats::Vm;
 use crate::workload::advice;
 
-impl Sim {
+impl Kernel {
     pub fn sys_madvise(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -26,8 +26,8 @@ impl Sim {
                 "thread {tid}: madvise({addr:#x}, {len}): bad range (EINVAL)"
             )));
         }
-        self.charge_sys(c, self.cost.syscall_cycles as u64);
-        let mm = self.threads[tid].mm as usize;
+        m.charge_sys(c, m.cost.syscall_cycles as u64);
+        let mm = self.sched.threads[tid].mm as usize;
         let end = (addr + len).div_ceil(PAGE_SIZE) * PAGE_SIZE;
         if !self.range_mapped(mm, addr, end) {
             return Err(SimError(format!(
@@ -36,9 +36,9 @@ impl Sim {
         }
         let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
         match adv {
-            advice::MADV_DONTNEED => self.madvise_dontneed(c, mm, s, e),
-            advice::MADV_COLD => self.madvise_cold(c, mm, s, e),
-            advice::MADV_PAGEOUT => self.madvise_pageout(c, mm, s, e),
+            advice::MADV_DONTNEED => self.madvise_dontneed(m, c, mm, s, e),
+            advice::MADV_COLD => self.madvise_cold(m, c, mm, s, e),
+            advice::MADV_PAGEOUT => self.madvise_pageout(m, c, mm, s, e),
             other => {
                 return Err(SimError(format!(
                     "thread {tid}: madvise advice {other} is not modelled"
@@ -65,13 +65,13 @@ impl Sim {
     }
 
     /// madvise_dontneed_single_vma → zap_page_range_single: like munmap, but the VMA stays.
-    fn madvise_dontneed(&mut self, c: usize, mm: usize, s: u32, e: u32) {
-        let (to_free, was_mapped) = self.zap_pte_range(c, mm, s, e);
+    fn madvise_dontneed(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
+        let (to_free, was_mapped) = self.zap_pte_range(m, c, mm, s, e);
         if was_mapped {
-            self.flush_tlb_mm_range(c, mm, s, e);
+            self.flush_tlb_range(m, c, mm, s, e);
         }
         for pfn in to_free {
-            self.free_frame(c, pfn);
+            self.free_frame(m, c, pfn);
         }
     }
 
@@ -86,7 +86,7 @@ impl Sim {
     }
 
     /// madvise_cold_or_pageout_pte_range (cold): clear young with a flush, deactivate.
-    fn madvise_cold(&mut self, c: usize, mm: usize, s: u32, e: u32) {
+    fn madvise_cold(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
         let frames = self.mapped_frames(mm, s, e);
         let mut cleared = false;
         for (vpn, pfn) in frames {
@@ -94,28 +94,17 @@ impl Sim {
                 cleared |= *slot & pte::YOUNG != 0;
                 *slot &= !pte::YOUNG;
             }
-            // folio_deactivate: off the active list, onto the inactive one.
-            let p = *self.frames.get(pfn);
-            if p.has(pg::LRU) && p.has(pg::ACTIVE) {
-                let node = &mut self.nodes[p.node as usize];
-                let anon = p.has(pg::ANON);
-                self.frames
-                    .list_del(&mut node.lru[lru_index(anon, true)], pfn);
-                self.frames.get_mut(pfn).flags &= !(pg::ACTIVE | pg::REFERENCED);
-                self.frames
-                    .list_add(&mut node.lru[lru_index(anon, false)], pfn);
+            if self.folio_deactivate(pfn) {
                 self.vm.inc(Vm::PgDeactivate);
-            } else {
-                self.frames.get_mut(pfn).flags &= !pg::REFERENCED;
             }
         }
         if cleared {
-            self.flush_tlb_mm_range(c, mm, s, e);
+            self.flush_tlb_range(m, c, mm, s, e);
         }
     }
 
     /// madvise_pageout → reclaim_pages: isolate the range's folios and reclaim them at once.
-    fn madvise_pageout(&mut self, c: usize, mm: usize, s: u32, e: u32) {
+    fn madvise_pageout(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
         let frames = self.mapped_frames(mm, s, e);
         let mut by_node: Vec<Vec<u32>> = vec![Vec::new(); self.nodes.len()];
         for (_, pfn) in frames {
@@ -126,8 +115,8 @@ impl Sim {
         for list in by_node.into_iter().filter(|l| !l.is_empty()) {
             let n = list.len() as u64;
             self.vm.add(Vm::PgScanDirect, n);
-            self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * n);
-            self.shrink_folio_list(c, list, Reclaimer::Direct, true);
+            m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * n);
+            self.shrink_folio_list(m, c, list, Reclaimer::Direct, true);
         }
     }
 }

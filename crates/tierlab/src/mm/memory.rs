@@ -3,14 +3,16 @@
 
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::sim::{AccessKind, Sim};
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::sim::AccessKind;
 use crate::stats::Vm;
 use crate::workload::prot;
 
-impl Sim {
+impl Kernel {
     /// handle_mm_fault: resolve a fault at `vaddr` for thread memory `mm`, or report the signal.
     pub fn handle_mm_fault(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         mm: usize,
         vaddr: u64,
@@ -37,17 +39,17 @@ impl Sim {
         let p = self.mms[mm].pgtable.get(vpn);
         if pte::is_none(p) {
             if vma.is_anon() {
-                self.do_anonymous_page(c, mm, vpn, store)
+                self.do_anonymous_page(m, c, mm, vpn, store)
             } else {
-                self.do_file_fault(c, mm, &vma, vpn, store)
+                self.do_file_fault(m, c, mm, &vma, vpn, store)
             }
         } else if p & pte::PROTNONE != 0 {
-            self.do_numa_page(c, mm, vpn, p);
+            self.do_numa_page(m, c, mm, vpn, p);
             Ok(())
         } else if p & pte::MIGRATION != 0 {
             Err("fault on a migration entry: no migration is modelled yet".into())
         } else if store && p & pte::WRITE == 0 {
-            self.do_wp_page(c, mm, vpn, p)
+            self.do_wp_page(m, c, mm, vpn, p)
         } else {
             // Spurious fault: the PTE already allows the access (another CPU fixed it up).
             Ok(())
@@ -56,13 +58,13 @@ impl Sim {
 
     /// do_anonymous_page: a read maps the shared zero page; a write allocates a zeroed frame.
     fn do_anonymous_page(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         mm: usize,
         vpn: u32,
         store: bool,
     ) -> Result<(), String> {
-        self.charge_sys(c, self.cost.anon_fault_cycles as u64);
+        m.charge_sys(c, m.cost.anon_fault_cycles as u64);
         if !store {
             // mm_forbids_zeropage() is false: map my_zero_pfn read-only.
             let zero = self.zero_pfn;
@@ -71,7 +73,7 @@ impl Sim {
                 .set(vpn, pte::mk(zero, pte::PRESENT | pte::YOUNG));
             return Ok(());
         }
-        let pfn = self.alloc_user_page(c, mm, vpn)?;
+        let pfn = self.alloc_user_page(m, c, mm, vpn)?;
         self.mms[mm].pgtable.set(
             vpn,
             pte::mk(pfn, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
@@ -80,12 +82,12 @@ impl Sim {
     }
 
     /// Allocate, zero and account a new anonymous frame for (mm, vpn) and put it on the LRU.
-    fn alloc_user_page(&mut self, c: usize, mm: usize, vpn: u32) -> Result<u32, String> {
-        let node = self.cpus[c].node as usize;
-        let pfn = self.alloc_page(c, node).ok_or_else(|| {
+    fn alloc_user_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) -> Result<u32, String> {
+        let node = m.cpus[c].node as usize;
+        let pfn = self.alloc_page(m, c, node).ok_or_else(|| {
             "out of memory: no node can satisfy an order-0 allocation".to_string()
         })?;
-        self.charge_sys(c, self.cost.clear_page_cycles as u64);
+        m.charge_sys(c, m.cost.clear_page_cycles as u64);
         {
             let p = self.frames.get_mut(pfn);
             p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
@@ -101,7 +103,7 @@ impl Sim {
     /// do_read_fault / do_shared_fault through filemap_fault: find or read the page-cache
     /// page and map it (writable only on a write fault, so the first write is tracked).
     fn do_file_fault(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         mm: usize,
         vma: &crate::mm::mm_types::Vma,
@@ -118,19 +120,19 @@ impl Sim {
         }
         let pfn = match self.files[f].lookup(index) {
             Some(pfn) => {
-                self.charge_sys(c, self.cost.file_minor_fault_cycles as u64);
+                m.charge_sys(c, m.cost.file_minor_fault_cycles as u64);
                 pfn
             }
             None => {
-                let node = self.cpus[c].node as usize;
-                let pfn = self.alloc_page(c, node).ok_or_else(|| {
+                let node = m.cpus[c].node as usize;
+                let pfn = self.alloc_page(m, c, node).ok_or_else(|| {
                     "out of memory: no node can satisfy a page-cache allocation".to_string()
                 })?;
                 // filemap_fault → page_cache_sync_ra → read I/O: a major fault.
                 self.vm.inc(Vm::PgMajFault);
                 self.vm.add(Vm::PgPgIn, 4);
-                let io = self.ns_to_cycles(self.cost.file_major_fault_ns as f64);
-                self.charge_sys(c, io);
+                let io = m.ns_to_cycles(m.cost.file_major_fault_ns as f64);
+                m.charge_sys(c, io);
                 let p = self.frames.get_mut(pfn);
                 p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED;
                 p.owner = file;
@@ -157,26 +159,26 @@ impl Sim {
     }
 
     /// do_wp_page: a write to a present read-only PTE of a writable VMA.
-    fn do_wp_page(&mut self, c: usize, mm: usize, vpn: u32, p: u64) -> Result<(), String> {
-        self.charge_sys(c, self.cost.wp_fault_cycles as u64);
+    fn do_wp_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, p: u64) -> Result<(), String> {
+        m.charge_sys(c, m.cost.wp_fault_cycles as u64);
         let pfn = pte::pfn(p);
         if pfn == self.zero_pfn {
             // wp_page_copy from the zero page: new frame, then ptep_clear_flush of the old PTE.
-            let new = self.alloc_user_page(c, mm, vpn)?;
+            let new = self.alloc_user_page(m, c, mm, vpn)?;
             self.mms[mm].pgtable.set(
                 vpn,
                 pte::mk(new, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
             );
-            self.flush_tlb_mm_range(c, mm, vpn, vpn + 1);
+            self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
             return Ok(());
         }
         // wp_page_reuse (exclusive anon) or wp_page_shared (shared file mapping): upgrade in place;
         // x86 needs no flush to add permissions, but MIGRC must give up its deferrals first:
         // another CPU may still read the old copy of a page that is about to change.
-        self.migrc_before_write_upgrade(c);
+        self.migrc_before_write_upgrade(m, c);
         let slot = self.mms[mm].pgtable.entry(vpn);
         *slot |= pte::WRITE | pte::DIRTY | pte::YOUNG;
-        self.check_stale_after_upgrade(mm, vpn, pfn);
+        self.check_stale_after_upgrade(m, mm, vpn, pfn);
         let page = self.frames.get_mut(pfn);
         if !page.has(pg::ANON) {
             page.flags |= pg::DIRTY;

@@ -4,7 +4,9 @@
 
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
-use crate::sim::{Sim, SimError};
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::sim::SimError;
 use crate::stats::Vm;
 
 /// NR_MAX_BATCHED_MIGRATION (HPAGE_PMD_NR)
@@ -30,27 +32,27 @@ pub enum MigrateTarget {
     Node(usize),
 }
 
-impl Sim {
-    fn alloc_migration_target(&mut self, c: usize, target: &MigrateTarget) -> Option<u32> {
+impl Kernel {
+    fn alloc_migration_target(&mut self, m: &mut Machine, c: usize, target: &MigrateTarget) -> Option<u32> {
         match target {
             MigrateTarget::Demote { target, allowed } => {
-                if let Some(p) = self.alloc_page_thisnode(c, *target, true) {
+                if let Some(p) = self.alloc_page_thisnode(m, c, *target, true) {
                     return Some(p);
                 }
                 allowed
                     .iter()
                     .filter(|&&n| n as usize != *target)
-                    .find_map(|&n| self.alloc_page_thisnode(c, n as usize, true))
+                    .find_map(|&n| self.alloc_page_thisnode(m, c, n as usize, true))
             }
-            MigrateTarget::Misplaced(n) => self.alloc_page_thisnode(c, *n, false),
-            MigrateTarget::Node(n) => self.alloc_page_thisnode(c, *n, true),
+            MigrateTarget::Misplaced(n) => self.alloc_page_thisnode(m, c, *n, false),
+            MigrateTarget::Node(n) => self.alloc_page_thisnode(m, c, *n, true),
         }
     }
 
     /// migrate_pages: move isolated folios. Returns the number moved and the folios that
     /// could not be (still isolated, for the caller to put back).
     pub fn migrate_pages(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         folios: Vec<u32>,
         target: &MigrateTarget,
@@ -67,9 +69,9 @@ impl Sim {
                     failed.push(src);
                     continue;
                 }
-                match self.alloc_migration_target(c, target) {
+                match self.alloc_migration_target(m, c, target) {
                     Some(dst) => {
-                        let deferred = self.try_to_migrate(c, src, mode == MigrateMode::Async);
+                        let deferred = self.try_to_migrate(m, c, src, mode == MigrateMode::Async);
                         moving.push((src, dst, deferred));
                     }
                     None => {
@@ -81,10 +83,10 @@ impl Sim {
             // Phase 2: MIGRC keeps the read-only part pending (migrc_add_pending_ubc), then one
             // flush for everything else unmapped in this batch.
             let gen = self.migrc_add_pending(c);
-            self.try_to_unmap_flush(c);
+            self.try_to_unmap_flush(m, c);
             // Phase 3: copy and remap (migrate_folios_move).
             for (src, dst, deferred) in moving {
-                self.migrate_folio_move(c, src, dst, if deferred { gen } else { None });
+                self.migrate_folio_move(m, c, src, dst, if deferred { gen } else { None });
                 succeeded += 1;
             }
         }
@@ -98,7 +100,7 @@ impl Sim {
     /// MIGRC a folio whose mappings are all read-only and clean goes to tlb_ubc_ro instead;
     /// returns whether it did. Young and dirty are not kept in the entry yet (kernels before
     /// 6.1), so the remapped PTE comes back old and clean.
-    pub fn try_to_migrate(&mut self, c: usize, src: u32, batch: bool) -> bool {
+    pub fn try_to_migrate(&mut self, m: &mut Machine, c: usize, src: u32, batch: bool) -> bool {
         let mappings = self.rmap_mappings(src);
         let ptes: Vec<u64> = mappings
             .iter()
@@ -127,7 +129,7 @@ impl Sim {
                 }
             } else if pte::present(old) {
                 // ptep_clear_flush flushes only an accessible PTE.
-                self.flush_tlb_mm_range(c, mm as usize, vpn, vpn + 1);
+                self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
             }
         }
         deferred
@@ -135,14 +137,14 @@ impl Sim {
 
     /// migrate_folio_move: copy the data and flags, switch the page cache slot, put the new
     /// folio on its node's LRU, restore the mappings and free the source.
-    fn migrate_folio_move(&mut self, c: usize, src: u32, dst: u32, migrc_gen: Option<u32>) {
-        let (sn, dn) = (self.node_of_pfn(src), self.node_of_pfn(dst));
+    fn migrate_folio_move(&mut self, m: &mut Machine, c: usize, src: u32, dst: u32, migrc_gen: Option<u32>) {
+        let (sn, dn) = (m.node_of_pfn(src), m.node_of_pfn(dst));
         let gbps = self.cfg.machine.nodes[sn]
             .read_bandwidth_gbps
             .min(self.cfg.machine.nodes[dn].write_bandwidth_gbps)
-            .min(self.cost.migrate_copy_gbps);
-        let copy = self.ns_to_cycles(PAGE_SIZE as f64 / gbps);
-        self.charge_sys(c, copy + self.cost.migrate_page_cycles as u64);
+            .min(m.cost.migrate_copy_gbps);
+        let copy = m.ns_to_cycles(PAGE_SIZE as f64 / gbps);
+        m.charge_sys(c, copy + m.cost.migrate_page_cycles as u64);
 
         let s = *self.frames.get(src);
         const KEPT: u16 =
@@ -176,20 +178,20 @@ impl Sim {
             self.mms[mm as usize].pgtable.set(vpn, new);
             self.frames.get_mut(dst).mapcount += 1;
         }
-        self.free_frame(c, src);
+        self.free_frame(m, c, src);
         if let Some(gen) = migrc_gen {
             self.migrc_tag_frame(src, gen);
         }
     }
 }
 
-impl Sim {
+impl Kernel {
     /// move_pages(2) (do_pages_move → add_page_for_migration → do_move_pages_to_node):
     /// isolate every mapped page of the range that is not on `node` and migrate them with
     /// MIGRATE_SYNC. Unmapped pages and the zero page are skipped, as -EFAULT / -ENOENT
     /// entries in the status array would report.
     pub(crate) fn sys_move_pages(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -208,8 +210,8 @@ impl Sim {
                 "thread {tid}: move_pages({addr:#x}, {len}) beyond the user address space"
             )));
         }
-        self.charge_sys(c, self.cost.syscall_cycles as u64);
-        let mm = self.threads[tid].mm as usize;
+        m.charge_sys(c, m.cost.syscall_cycles as u64);
+        let mm = self.sched.threads[tid].mm as usize;
         let (s, e) = (
             (addr >> PAGE_SHIFT) as u32,
             (addr + len).div_ceil(PAGE_SIZE) as u32,
@@ -221,12 +223,12 @@ impl Sim {
                 continue;
             }
             let pfn = pte::pfn(p);
-            if self.node_of_pfn(pfn) != node && self.folio_isolate_lru(pfn) {
+            if m.node_of_pfn(pfn) != node && self.folio_isolate_lru(pfn) {
                 folios.push(pfn);
             }
         }
         let (_, failed) =
-            self.migrate_pages(c, folios, &MigrateTarget::Node(node), MigrateMode::Sync);
+            self.migrate_pages(m, c, folios, &MigrateTarget::Node(node), MigrateMode::Sync);
         for f in failed {
             self.putback_folio(f);
         }

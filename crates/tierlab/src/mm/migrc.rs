@@ -11,10 +11,12 @@
 //! partial flush into a full one on a CPU that missed a generation, so munmap and mprotect of
 //! such a range flush every stale entry.
 
+use crate::arch::ArchTlbBatch;
 use crate::config::MigrcBreak;
 use crate::mm::mm_types::CpuMask;
 use crate::mm::page::pg;
-use crate::sim::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::stats::Vm;
 
 #[derive(Clone, Debug, Default)]
@@ -26,7 +28,7 @@ pub struct Migrc {
     /// migrc_ubc: CPUs that may still cache read-only translations of deferred folios.
     pub pending: CpuMask,
     /// tlb_ubc_ro of the batch being unmapped.
-    pub batch_ro: CpuMask,
+    pub batch_ro: ArchTlbBatch,
     pub batch_has_ro: bool,
     /// migrc_pause_cnt
     pub paused: u32,
@@ -43,7 +45,7 @@ pub enum MigrcFlushReason {
     Pause,
 }
 
-impl Sim {
+impl Kernel {
     pub fn migrc_enabled(&self) -> bool {
         self.cfg.kernel.migrc
     }
@@ -59,11 +61,11 @@ impl Sim {
                 .all(|&p| pte::present(p) && p & (pte::WRITE | pte::DIRTY) == 0)
     }
 
-    /// arch_tlbbatch_add_pending into tlb_ubc_ro: bump the mm's tlb_gen and remember its CPUs.
+    /// arch_tlbbatch_add_pending into tlb_ubc_ro.
     pub(crate) fn migrc_add_ro(&mut self, mm: usize) {
-        let m = &mut self.mms[mm];
-        m.tlb_gen += 1;
-        self.migrc.batch_ro.union(&m.cpumask);
+        let mut batch = self.migrc.batch_ro;
+        self.arch_tlbbatch_add_pending(&mut batch, mm);
+        self.migrc.batch_ro = batch;
         self.migrc.batch_has_ro = true;
     }
 
@@ -73,16 +75,13 @@ impl Sim {
         if !self.migrc.batch_has_ro {
             return None;
         }
-        let mask = std::mem::take(&mut self.migrc.batch_ro);
+        let batch = std::mem::take(&mut self.migrc.batch_ro);
         self.migrc.batch_has_ro = false;
-        // IPIs this batch would have cost now: the remote non-lazy CPUs of its mask.
-        let would = mask
-            .iter()
-            .filter(|&r| r != c && r < self.cpus.len() && !self.cpus[r].is_lazy)
-            .count() as u64;
+        // IPIs this batch would have cost now.
+        let would = self.arch_tlbbatch_targets(c, &batch);
         self.vm.add(Vm::MigrcIpisDeferred, would);
         self.vm.inc(Vm::MigrcDeferredBatches);
-        self.migrc.pending.union(&mask);
+        self.migrc.pending.union(&batch.cpumask);
         self.migrc.gen += 1;
         Some(self.migrc.gen)
     }
@@ -98,8 +97,8 @@ impl Sim {
     /// A full flush just reached `mask` (arch_tlbbatch_flush): those CPUs hold no stale
     /// deferred entries any more (arch_tlbbatch_done).
     pub(crate) fn migrc_flushed(&mut self, mask: &CpuMask) {
-        for (p, m) in self.migrc.pending.0.iter_mut().zip(mask.0.iter()) {
-            *p &= !m;
+        for (p, done) in self.migrc.pending.0.iter_mut().zip(mask.0.iter()) {
+            *p &= !done;
         }
         if self.migrc.pending.is_empty() {
             self.migrc.done = self.migrc.gen;
@@ -107,15 +106,17 @@ impl Sim {
     }
 
     /// migrc_flush: flush every pending generation now.
-    pub fn migrc_flush(&mut self, c: usize, why: MigrcFlushReason) {
+    pub fn migrc_flush(&mut self, m: &mut Machine, c: usize, why: MigrcFlushReason) {
         if self.migrc.pending.is_empty() {
             self.migrc.done = self.migrc.gen;
             return;
         }
-        let ipis_before: u64 = self.cpus.iter().map(|cpu| cpu.irq.tlb).sum();
-        let mask = self.migrc.pending;
-        self.arch_tlbbatch_flush(c, mask);
-        let ipis_after: u64 = self.cpus.iter().map(|cpu| cpu.irq.tlb).sum();
+        let ipis_before: u64 = m.cpus.iter().map(|cpu| cpu.irq.tlb).sum();
+        let batch = ArchTlbBatch {
+            cpumask: self.migrc.pending,
+        };
+        self.tlbbatch_flush(m, c, &batch);
+        let ipis_after: u64 = m.cpus.iter().map(|cpu| cpu.irq.tlb).sum();
         self.vm.add(Vm::MigrcFlushIpis, ipis_after - ipis_before);
         self.vm.inc(match why {
             MigrcFlushReason::Alloc => Vm::MigrcFlushAlloc,
@@ -126,33 +127,33 @@ impl Sim {
 
     /// check_migrc_flush: a frame is leaving pcp/buddy; if it still waits for a flush, do
     /// every pending flush up to its generation first.
-    pub(crate) fn check_migrc_flush(&mut self, c: usize, pfn: u32) {
+    pub(crate) fn check_migrc_flush(&mut self, m: &mut Machine, c: usize, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         if !p.has(pg::NEED_FLUSH) {
             return;
         }
         p.flags &= !pg::NEED_FLUSH;
         if p.flush_gen > self.migrc.done && self.cfg.debug.migrc_break != MigrcBreak::AllocFlush {
-            self.migrc_flush(c, MigrcFlushReason::Alloc);
+            self.migrc_flush(m, c, MigrcFlushReason::Alloc);
         }
     }
 
     /// A read-only PTE is about to become writable: give up on the pending deferrals.
-    pub(crate) fn migrc_before_write_upgrade(&mut self, c: usize) {
+    pub(crate) fn migrc_before_write_upgrade(&mut self, m: &mut Machine, c: usize) {
         if !self.migrc.pending.is_empty() && self.cfg.debug.migrc_break != MigrcBreak::UpgradeFlush
         {
-            self.migrc_flush(c, MigrcFlushReason::Upgrade);
+            self.migrc_flush(m, c, MigrcFlushReason::Upgrade);
         }
     }
 
     /// migrc_pause before direct reclaim: stop deferring and flush what is pending.
-    pub fn migrc_pause(&mut self, c: usize) {
+    pub fn migrc_pause(&mut self, m: &mut Machine, c: usize) {
         if !self.migrc_enabled() {
             return;
         }
         self.migrc.paused += 1;
         self.vm.inc(Vm::MigrcPause);
-        self.migrc_flush(c, MigrcFlushReason::Pause);
+        self.migrc_flush(m, c, MigrcFlushReason::Pause);
     }
 
     pub fn migrc_resume(&mut self) {

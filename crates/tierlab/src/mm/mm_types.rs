@@ -85,8 +85,9 @@ pub struct Mm {
     pub next_trim: u64,
     pub rss_anon: u64,
     pub rss_file: u64,
-    /// Live threads; the mm is torn down when it reaches zero after having had threads.
-    pub users: u32,
+    /// Live threads using this mm. Nothing tears the mm down at zero yet: exit_mmap is not
+    /// modelled, so an exited process keeps its memory.
+    pub nr_threads: u32,
     /// NUMA-balancing scanner state.
     pub numa: crate::mm::numa_balancing::NumaScanState,
 }
@@ -102,7 +103,7 @@ impl Mm {
             next_trim: 0,
             rss_anon: 0,
             rss_file: 0,
-            users: 0,
+            nr_threads: 0,
             numa: Default::default(),
         }
     }

@@ -4,7 +4,9 @@
 use crate::mm::mm_types::Vma;
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
-use crate::sim::{Sim, SimError};
+use crate::kernel::Kernel;
+use crate::machine::Machine;
+use crate::sim::SimError;
 use crate::workload::{prot, Backing};
 
 fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
@@ -21,10 +23,10 @@ fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
     Ok(())
 }
 
-impl Sim {
+impl Kernel {
     /// mmap(addr, len, prot, MAP_FIXED_NOREPLACE | …): the range must be free.
     pub(crate) fn sys_mmap(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -33,8 +35,8 @@ impl Sim {
         backing: Backing,
     ) -> Result<(), SimError> {
         check_range("mmap", addr, len)?;
-        self.charge_sys(c, self.cost.syscall_cycles as u64);
-        let mm = self.threads[tid].mm as usize;
+        m.charge_sys(c, m.cost.syscall_cycles as u64);
+        let mm = self.sched.threads[tid].mm as usize;
         if self.mms[mm].overlaps(addr, addr + len) {
             return Err(SimError(format!(
                 "thread {tid}: mmap({addr:#x}, {len}) overlaps an existing mapping (EEXIST)"
@@ -61,30 +63,30 @@ impl Sim {
 
     /// munmap: remove the VMAs, clear the PTEs, flush the TLBs, then free the anon frames.
     pub fn sys_munmap(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
         len: u64,
     ) -> Result<(), SimError> {
         check_range("munmap", addr, len)?;
-        self.charge_sys(c, self.cost.syscall_cycles as u64);
-        let mm = self.threads[tid].mm as usize;
+        m.charge_sys(c, m.cost.syscall_cycles as u64);
+        let mm = self.sched.threads[tid].mm as usize;
         let end = addr + len;
         self.mms[mm].split_at(addr);
         self.mms[mm].split_at(end);
         let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
-        let (to_free, was_mapped) = self.zap_pte_range(c, mm, s, e);
+        let (to_free, was_mapped) = self.zap_pte_range(m, c, mm, s, e);
         self.mms[mm]
             .vmas
             .retain(|v| v.end <= addr || v.start >= end);
         // tlb_finish_mmu: flush before the frames go back to the allocator.
         if was_mapped && self.cfg.debug.migrc_break != crate::config::MigrcBreak::MunmapFlush {
-            self.flush_tlb_mm_range(c, mm, s, e);
+            self.flush_tlb_range(m, c, mm, s, e);
         }
-        self.check_stale_after_unmap(mm, s, e);
+        self.check_stale_after_unmap(m, mm, s, e);
         for pfn in to_free {
-            self.free_frame(c, pfn);
+            self.free_frame(m, c, pfn);
         }
         // Forget file mappers with no VMA left (i_mmap removal).
         for f in 0..self.files.len() {
@@ -93,7 +95,7 @@ impl Sim {
                 .iter()
                 .any(|v| matches!(v.backing, Backing::File { file, .. } if file as usize == f));
             if !still {
-                self.files[f].mappers.retain(|&m| m != mm as u32);
+                self.files[f].mappers.retain(|&other| other != mm as u32);
             }
         }
         Ok(())
@@ -102,7 +104,7 @@ impl Sim {
     /// zap_pte_range: clear PTEs in [s, e), drop rmap counts; returns the anon frames to free
     /// and whether any PTE was cleared.
     pub(crate) fn zap_pte_range(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         mm: usize,
         s: u32,
@@ -120,7 +122,7 @@ impl Sim {
                 continue;
             }
             let pfn = pte::pfn(old);
-            self.charge_sys(c, self.cost.pte_update_cycles as u64);
+            m.charge_sys(c, m.cost.pte_update_cycles as u64);
             if pfn == self.zero_pfn {
                 continue;
             }
@@ -144,7 +146,7 @@ impl Sim {
 
     /// mprotect: change VMA protection; removing permissions updates PTEs and flushes.
     pub(crate) fn sys_mprotect(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -152,8 +154,8 @@ impl Sim {
         new_prot: u8,
     ) -> Result<(), SimError> {
         check_range("mprotect", addr, len)?;
-        self.charge_sys(c, self.cost.syscall_cycles as u64);
-        let mm = self.threads[tid].mm as usize;
+        m.charge_sys(c, m.cost.syscall_cycles as u64);
+        let mm = self.sched.threads[tid].mm as usize;
         let end = addr + len;
         // mprotect requires the whole range to be mapped (ENOMEM otherwise).
         if !self.range_mapped(mm, addr, end) {
@@ -196,9 +198,9 @@ impl Sim {
             }
         }
         let n = (e - s) as u64;
-        self.charge_sys(c, self.cost.pte_update_cycles as u64 * n);
+        m.charge_sys(c, m.cost.pte_update_cycles as u64 * n);
         if changed {
-            self.flush_tlb_mm_range(c, mm, s, e);
+            self.flush_tlb_range(m, c, mm, s, e);
         }
         Ok(())
     }

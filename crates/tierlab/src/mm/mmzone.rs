@@ -31,8 +31,6 @@ pub struct Pgdat {
     pub cpus: Vec<u32>,
     /// Fallback order for allocations starting here (build_zonelists: by distance).
     pub zonelist: Vec<u8>,
-    /// Memory latency in cycles, already divided by the MLP factor: [read, write].
-    pub latency_cycles: [u32; 2],
     /// kswapd is running or scheduled (kswapd_wait is active).
     pub kswapd_awake: bool,
     /// kswapd_failures (MAX_RECLAIM_RETRIES = 16 stops wakeups).
@@ -45,8 +43,6 @@ pub struct Pgdat {
     pub kswapd_slept_at: u64,
     /// NUMA-balancing promotion state (nbp_* fields) and per-node tiering counters.
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
-    /// Memory accesses served from this node (after the TLB).
-    pub accesses: u64,
     /// kswapd's balance_pgdat run in progress.
     pub kswapd_pass: crate::mm::vmscan::ShrinkPass,
     /// TPP's WMARK_DEMOTE for a top-tier node (0: not in use).

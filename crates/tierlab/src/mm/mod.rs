@@ -15,4 +15,5 @@ pub mod page;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
+pub mod swap;
 pub mod vmscan;

@@ -10,7 +10,8 @@ use crate::config::{NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL};
 use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::sim::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::stats::Vm;
 use crate::workload::{prot, Backing};
 
@@ -43,14 +44,9 @@ pub struct NumaScanState {
     pub scan_seq: u32,
 }
 
-impl Sim {
+impl Kernel {
     pub fn tiering_mode(&self) -> bool {
         self.cfg.kernel.numa_balancing & NUMA_BALANCING_MEMORY_TIERING != 0
-    }
-
-    /// Simulated milliseconds at CPU `c` (jiffies_to_msecs(jiffies)).
-    pub fn now_ms(&self, c: usize) -> u64 {
-        (self.cpus[c].clock as f64 / (self.cycles_per_ns * 1e6)) as u64
     }
 
     /// task_scan_min (= task_scan_start without a numa_group): max(1000 / (MAX_SCAN_WINDOW /
@@ -69,42 +65,42 @@ impl Sim {
     /// scanning costs a task at most ~3 % of its runtime. The task's period is set to
     /// task_scan_start on its first tick; in pure tiering mode nothing updates it afterwards
     /// (update_task_scan_period runs only from top-tier faults).
-    pub(crate) fn task_tick_numa(&mut self, c: usize, tid: usize) {
+    pub(crate) fn task_tick_numa(&mut self, m: &mut Machine, c: usize, tid: usize) {
         if self.cfg.kernel.numa_balancing == 0 {
             return;
         }
-        let mm = self.threads[tid].mm as usize;
-        let now = self.cpus[c].clock;
+        let mm = self.sched.threads[tid].mm as usize;
+        let now = m.cpus[c].clock;
         if self.mms[mm].numa.next_scan == 0 {
             // init_numa_balancing (first thread): mm->numa_next_scan = now + scan_delay.
             let delay =
-                self.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+                m.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
             self.mms[mm].numa.next_scan = now + delay;
         }
-        let t = &self.threads[tid];
-        let period = self.ns_to_cycles(t.numa_scan_period_ms as f64 * 1e6);
+        let t = &self.sched.threads[tid];
+        let period = m.ns_to_cycles(t.numa_scan_period_ms as f64 * 1e6);
         if t.runtime <= t.numa_node_stamp + period {
             return;
         }
         if t.numa_node_stamp == 0 {
-            self.threads[tid].numa_scan_period_ms = self.task_scan_min_ms(mm);
+            self.sched.threads[tid].numa_scan_period_ms = self.task_scan_min_ms(mm);
         }
-        self.threads[tid].numa_node_stamp += period;
+        self.sched.threads[tid].numa_node_stamp += period;
         if now >= self.mms[mm].numa.next_scan {
-            let before = self.cpus[c].clock;
-            let scan_period = self.threads[tid].numa_scan_period_ms;
-            self.task_numa_work(c, mm, scan_period);
-            let spent = self.cpus[c].clock - before;
-            self.threads[tid].numa_node_stamp += 32 * spent;
+            let before = m.cpus[c].clock;
+            let scan_period = self.sched.threads[tid].numa_scan_period_ms;
+            self.task_numa_work(m, c, mm, scan_period);
+            let spent = m.cpus[c].clock - before;
+            self.sched.threads[tid].numa_node_stamp += 32 * spent;
         }
     }
 
     /// task_numa_work: mark up to scan_size MB of PTEs PROT_NONE, continuing where the last
     /// pass stopped; the top tier is skipped in pure tiering mode.
-    pub fn task_numa_work(&mut self, c: usize, mm: usize, period_ms: u64) {
+    pub fn task_numa_work(&mut self, m: &mut Machine, c: usize, mm: usize, period_ms: u64) {
         let period = period_ms;
-        let now = self.cpus[c].clock;
-        self.mms[mm].numa.next_scan = now + self.ns_to_cycles(period as f64 * 1e6);
+        let now = m.cpus[c].clock;
+        self.mms[mm].numa.next_scan = now + m.ns_to_cycles(period as f64 * 1e6);
         let mut pages = (self.cfg.kernel.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT)) as i64;
         let mut virtpages = pages * 8;
         let mut start = self.mms[mm].numa.scan_offset;
@@ -128,7 +124,7 @@ impl Sim {
             while s < vma.end {
                 let e = ((s + pages as u64 * 4096).div_ceil(HPAGE) * HPAGE).min(vma.end);
                 let chunk = ((e - s) >> PAGE_SHIFT) as i64;
-                let n = self.change_prot_numa(
+                let n = self.change_prot_numa(m, 
                     c,
                     mm,
                     (s >> PAGE_SHIFT) as u32,
@@ -153,10 +149,10 @@ impl Sim {
 
     /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the
     /// scan time in slow-tier folios; flush the range if anything changed.
-    pub fn change_prot_numa(&mut self, c: usize, mm: usize, s: u32, e: u32) -> u64 {
+    pub fn change_prot_numa(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) -> u64 {
         let tiering = self.tiering_mode();
         let normal = self.cfg.kernel.numa_balancing & NUMA_BALANCING_NORMAL != 0;
-        let now_ms = self.now_ms(c) as u32;
+        let now_ms = m.now_ms(c) as u32;
         let mut n = 0u64;
         for vpn in s..e {
             let p = self.mms[mm].pgtable.get(vpn);
@@ -167,7 +163,7 @@ impl Sim {
             if pfn == self.zero_pfn {
                 continue;
             }
-            let nid = self.node_of_pfn(pfn);
+            let nid = m.node_of_pfn(pfn);
             let toptier = self.tiers.node_is_toptier(nid);
             if toptier && !normal {
                 continue;
@@ -185,33 +181,33 @@ impl Sim {
                 .set(vpn, (p & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE);
             n += 1;
         }
-        let cycles = self.cost.numa_scan_pte_cycles as u64 * (e - s) as u64
-            + self.cost.pte_update_cycles as u64 * n;
-        self.charge_sys(c, cycles);
+        let cycles = m.cost.numa_scan_pte_cycles as u64 * (e - s) as u64
+            + m.cost.pte_update_cycles as u64 * n;
+        m.charge_sys(c, cycles);
         self.vm.add(Vm::NumaPteUpdates, n);
         if n > 0 {
-            self.flush_tlb_mm_range(c, mm, s, e);
+            self.flush_tlb_range(m, c, mm, s, e);
         }
         n
     }
 
     /// do_numa_page: a hint fault on a PROT_NONE PTE. Promote if the policy says so,
     /// otherwise restore the PTE.
-    pub(crate) fn do_numa_page(&mut self, c: usize, mm: usize, vpn: u32, p: u64) {
-        self.charge_sys(c, self.cost.numa_hint_fault_cycles as u64);
+    pub(crate) fn do_numa_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, p: u64) {
+        m.charge_sys(c, m.cost.numa_hint_fault_cycles as u64);
         let pfn = pte::pfn(p);
-        let nid = self.node_of_pfn(pfn);
-        let this = self.cpus[c].node as usize;
+        let nid = m.node_of_pfn(pfn);
+        let this = m.cpus[c].node as usize;
         // numa_migrate_check
         self.vm.inc(Vm::NumaHintFaults);
         if nid == this {
             self.vm.inc(Vm::NumaHintFaultsLocal);
         }
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
-        if nid != this && self.should_numa_migrate_memory(c, pfn, nid, this) {
+        if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {
             let anon = self.frames.get(pfn).has(pg::ANON);
-            if self.migrate_misplaced_folio_prepare(pfn, this)
-                && self.migrate_misplaced_folio(c, pfn, nid, this)
+            if self.migrate_misplaced_folio_prepare(m, pfn, this)
+                && self.migrate_misplaced_folio(m, c, pfn, nid, this)
             {
                 self.vm.inc(if anon {
                     Vm::PgPromoteAnon
@@ -244,10 +240,10 @@ impl Sim {
         }
     }
 
-    /// should_numa_migrate_memory, memory-tiering branch (§3.5); with TPP's active-LRU
-    /// promotion the hot-threshold test is replaced by the LRU state of the folio.
+    /// should_numa_migrate_memory, memory-tiering branch: the tiering policy decides
+    /// (`policy/`; upstream's is the hot threshold and rate limit).
     pub fn should_numa_migrate_memory(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         pfn: u32,
         src: usize,
@@ -257,55 +253,7 @@ impl Sim {
             // Classic NUMA-balancing placement is not modelled (see the module comment).
             return false;
         }
-        if self.cfg.kernel.numa_balancing_active_lru_promotion {
-            return self.tpp_promote_if_active(pfn);
-        }
-        if self.pgdat_free_space_enough(dst) {
-            self.nodes[dst].numab.nbp_threshold = 0;
-            return true;
-        }
-        let now = self.now_ms(c);
-        let k = &self.cfg.kernel;
-        let def_th = k.numa_balancing_hot_threshold_ms;
-        let rate_limit = k.numa_balancing_promote_rate_limit_mbps << (20 - PAGE_SHIFT);
-        self.numa_promotion_adjust_threshold(dst, rate_limit, def_th, now);
-        let th = match self.nodes[dst].numab.nbp_threshold {
-            0 => def_th,
-            t => t,
-        };
-        // numa_hint_fault_latency: now minus the scan time, and the folio remembers now.
-        let page = self.frames.get_mut(pfn);
-        let latency = (now as u32).wrapping_sub(page.numa_access_ms) as u64;
-        page.numa_access_ms = now as u32;
-        if latency >= th {
-            return false;
-        }
-        !self.numa_promotion_rate_limit(dst, rate_limit, 1, now)
-    }
-
-    /// TPP's active-LRU gate: an active folio is promoted; an inactive one is marked
-    /// accessed (folio_mark_accessed: referenced first, activated on the next fault), so only
-    /// a page faulted again after a scan period gets promoted.
-    pub fn tpp_promote_if_active(&mut self, pfn: u32) -> bool {
-        let p = *self.frames.get(pfn);
-        if p.has(pg::ACTIVE) {
-            return true;
-        }
-        if !p.has(pg::REFERENCED) {
-            self.frames.get_mut(pfn).flags |= pg::REFERENCED;
-            return false;
-        }
-        // folio_activate: inactive and referenced → active list.
-        if p.has(pg::LRU) {
-            let lru = crate::mm::mmzone::lru_index(p.has(pg::ANON), false);
-            let node = &mut self.nodes[p.node as usize];
-            self.frames.list_del(&mut node.lru[lru], pfn);
-            let f = self.frames.get_mut(pfn);
-            f.flags = (f.flags & !pg::REFERENCED) | pg::ACTIVE;
-            self.frames.list_add(&mut node.lru[lru + 1], pfn);
-            self.vm.inc(Vm::PgActivate);
-        }
-        false
+        self.with_policy(m, |policy, k, m| policy.should_promote(k, m, c, pfn, src, dst))
     }
 
     /// pgdat_free_space_enough: free above promo + max(1 GiB, node size / 16).
@@ -376,7 +324,7 @@ impl Sim {
 
     /// migrate_misplaced_folio_prepare: refuse when the target is short of memory (and wake
     /// its kswapd to demote), or for dirty / shared-exec file folios; isolate from the LRU.
-    pub fn migrate_misplaced_folio_prepare(&mut self, pfn: u32, target: usize) -> bool {
+    pub fn migrate_misplaced_folio_prepare(&mut self, m: &mut Machine, pfn: u32, target: usize) -> bool {
         let page = *self.frames.get(pfn);
         if !page.has(pg::ANON) && (page.has(pg::DIRTY) || (page.has(pg::EXEC) && page.mapcount > 1))
         {
@@ -384,7 +332,7 @@ impl Sim {
         }
         if !self.migrate_balanced_pgdat(target, 1) {
             if self.tiering_mode() {
-                self.wakeup_kswapd(target);
+                self.wakeup_kswapd(m, target);
             }
             return false;
         }
@@ -394,13 +342,13 @@ impl Sim {
     /// migrate_misplaced_folio: promote one isolated folio; counts numa_pages_migrated and
     /// pgpromote_success. On failure the folio goes back to its LRU.
     pub fn migrate_misplaced_folio(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         pfn: u32,
         src: usize,
         target: usize,
     ) -> bool {
-        let (moved, failed) = self.migrate_pages(
+        let (moved, failed) = self.migrate_pages(m, 
             c,
             vec![pfn],
             &MigrateTarget::Misplaced(target),

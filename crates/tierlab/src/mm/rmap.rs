@@ -1,23 +1,25 @@
 //! Reverse mapping (mm/rmap.c): find the PTEs that map a frame, test-and-clear their young
 //! bits (`folio_referenced`), unmap them (`try_to_unmap`) and batch the TLB flush
-//! (`tlbflush_unmap_batch`, `set_tlb_ubc_flush_pending`).
+//! (`tlbflush_unmap_batch`, `set_tlb_ubc_flush_pending`, `try_to_unmap_flush`).
 
-use crate::mm::mm_types::CpuMask;
+use crate::arch::ArchTlbBatch;
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::sim::Sim;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::workload::Backing;
 
-/// current->tlb_ubc: CPUs that must flush before the unmapped frames may be freed.
+/// current->tlb_ubc (struct tlbflush_unmap_batch): what must be flushed before the unmapped
+/// frames may be freed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TlbUbc {
-    pub cpumask: CpuMask,
+    pub arch: ArchTlbBatch,
     pub flush_required: bool,
     /// A dirty PTE was unmapped (try_to_unmap_flush_dirty must flush before I/O).
     pub writable: bool,
 }
 
-impl Sim {
+impl Kernel {
     /// rmap_walk_anon / rmap_walk_file: the (mm, vpn) pairs whose PTE maps `pfn`.
     pub fn rmap_mappings(&self, pfn: u32) -> Vec<(u32, u32)> {
         self.rmap_walk(pfn, |p| pte::maps_frame(p) && pte::pfn(p) == pfn)
@@ -60,11 +62,11 @@ impl Sim {
         let mut referenced = 0;
         let mut exec = false;
         for (mm, vpn) in self.rmap_mappings(pfn) {
-            let m = &mut self.mms[mm as usize];
-            if let Some(vma) = m.find_vma((vpn as u64) << PAGE_SHIFT) {
+            let space = &mut self.mms[mm as usize];
+            if let Some(vma) = space.find_vma((vpn as u64) << PAGE_SHIFT) {
                 exec |= vma.exec();
             }
-            if let Some(slot) = m.pgtable.get_mut(vpn) {
+            if let Some(slot) = space.pgtable.get_mut(vpn) {
                 if *slot & pte::YOUNG != 0 {
                     *slot &= !pte::YOUNG;
                     referenced += 1;
@@ -76,7 +78,7 @@ impl Sim {
 
     /// try_to_unmap(folio, TTU_BATCH_FLUSH) run by CPU `c`: clear every mapping PTE, move
     /// dirty bits to the folio and queue (or do) the TLB flush. Returns true when unmapped.
-    pub fn try_to_unmap(&mut self, c: usize, pfn: u32) -> bool {
+    pub fn try_to_unmap(&mut self, m: &mut Machine, c: usize, pfn: u32) -> bool {
         for (mm, vpn) in self.rmap_mappings(pfn) {
             let old = {
                 let slot = self.mms[mm as usize].pgtable.entry(vpn);
@@ -89,17 +91,17 @@ impl Sim {
             if old & pte::DIRTY != 0 {
                 page.flags |= pg::DIRTY;
             }
-            let m = &mut self.mms[mm as usize];
+            let space = &mut self.mms[mm as usize];
             if page.has(pg::ANON) {
-                m.rss_anon -= 1;
+                space.rss_anon -= 1;
             } else {
-                m.rss_file -= 1;
+                space.rss_file -= 1;
             }
             // should_defer_flush: batch only when another CPU may cache the translation.
             if self.mms[mm as usize].cpumask.any_but(c) {
                 self.set_tlb_ubc_flush_pending(mm as usize, old);
             } else {
-                self.flush_tlb_mm_range(c, mm as usize, vpn, vpn + 1);
+                self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
             }
         }
         self.frames.get(pfn).mapcount == 0
@@ -110,13 +112,28 @@ impl Sim {
         if !pte::present(old_pte) {
             return;
         }
-        // arch_tlbbatch_add_pending: inc_mm_tlb_gen and collect mm_cpumask.
-        let m = &mut self.mms[mm];
-        m.tlb_gen += 1;
-        self.tlb_ubc.cpumask.union(&m.cpumask);
+        let mut batch = self.tlb_ubc.arch;
+        self.arch_tlbbatch_add_pending(&mut batch, mm);
+        self.tlb_ubc.arch = batch;
         self.tlb_ubc.flush_required = true;
         if old_pte & pte::DIRTY != 0 {
             self.tlb_ubc.writable = true;
         }
+    }
+
+    /// try_to_unmap_flush: flush what the reclaim batch collected, then tell MIGRC which CPUs
+    /// are now clean (arch_tlbbatch_done).
+    pub fn try_to_unmap_flush(&mut self, m: &mut Machine, c: usize) {
+        if !self.tlb_ubc.flush_required {
+            return;
+        }
+        let batch = std::mem::take(&mut self.tlb_ubc).arch;
+        self.tlbbatch_flush(m, c, &batch);
+    }
+
+    /// arch_tlbbatch_flush, then arch_tlbbatch_done for MIGRC's pending CPUs.
+    pub(crate) fn tlbbatch_flush(&mut self, m: &mut Machine, c: usize, batch: &ArchTlbBatch) {
+        self.arch_tlbbatch_flush(m, c, batch);
+        self.migrc_flushed(&batch.cpumask);
     }
 }

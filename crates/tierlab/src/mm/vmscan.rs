@@ -12,7 +12,8 @@ use crate::mm::mmzone::{
     lru_index, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE,
 };
 use crate::mm::page::pg;
-use crate::sim::{Event, Sim};
+use crate::kernel::{Event, Kernel};
+use crate::machine::Machine;
 use crate::stats::Vm;
 
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -52,7 +53,7 @@ fn int_sqrt(x: u64) -> u64 {
     (x as f64).sqrt() as u64
 }
 
-impl Sim {
+impl Kernel {
     /// pgdat_balanced: the zone has free pages above the high watermark.
     /// In memory-tiering mode kswapd balances to the promo watermark (promotion headroom);
     /// with TPP's decoupling, a top-tier node that can demote balances to WMARK_DEMOTE.
@@ -69,17 +70,14 @@ impl Sim {
         z.watermark_ok(mark)
     }
 
-    /// TPP: WMARK_DEMOTE = high + managed × demote_scale_factor / 10000 on top-tier nodes.
+    /// The tiering policy's demotion watermark of every node (TPP's WMARK_DEMOTE; 0: none).
     pub(crate) fn setup_demote_wmarks(&mut self) {
-        let dsf = self.cfg.vm.demote_scale_factor as u64;
+        let policy = self.policy.take().expect("a tiering policy");
         for n in 0..self.nodes.len() {
-            let z = &self.nodes[n].zone;
-            self.nodes[n].demote_wmark = if dsf > 0 && self.tiers.node_is_toptier(n) {
-                z.wmark.high + z.managed_pages * dsf / 10000
-            } else {
-                0
-            };
+            let mark = policy.demote_wmark(self, n);
+            self.nodes[n].demote_wmark = mark;
         }
+        self.policy = Some(policy);
     }
 
     /// can_demote: demotion is enabled and the node has a demotion target.
@@ -88,7 +86,7 @@ impl Sim {
     }
 
     /// wakeup_kswapd: start the node's kswapd unless it is running, failing or not needed.
-    pub fn wakeup_kswapd(&mut self, n: usize) {
+    pub fn wakeup_kswapd(&mut self, m: &mut Machine, n: usize) {
         let node = &self.nodes[n];
         if node.kswapd_awake
             || node.kswapd_failures >= MAX_RECLAIM_RETRIES
@@ -97,7 +95,7 @@ impl Sim {
             return;
         }
         // Woken within HZ/10 of going to sleep.
-        if node.kswapd_slept_at > 0 && self.now < node.kswapd_slept_at + self.ns_to_cycles(1e8) {
+        if node.kswapd_slept_at > 0 && self.now < node.kswapd_slept_at + m.ns_to_cycles(1e8) {
             self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
         }
         self.nodes[n].kswapd_awake = true;
@@ -106,18 +104,17 @@ impl Sim {
 
     /// The CPU kswapd of node `n` runs on: an idle CPU of the node if any, else the node CPU
     /// furthest behind; a memory-only node's kswapd may run on any CPU.
-    fn kswapd_cpu(&self, n: usize) -> usize {
+    fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
         let all: Vec<u32>;
         let cands: &[u32] = if self.nodes[n].cpus.is_empty() {
-            all = (0..self.cpus.len() as u32).collect();
+            all = (0..m.cpus.len() as u32).collect();
             &all
         } else {
             &self.nodes[n].cpus
         };
         let key = |c: &&u32| {
             let c = **c;
-            let cpu = &self.cpus[c as usize];
-            (cpu.busy(), cpu.clock, c)
+            (self.sched.rq[c as usize].busy(), m.cpus[c as usize].clock, c)
         };
         *cands.iter().min_by_key(key).expect("a CPU") as usize
     }
@@ -125,14 +122,14 @@ impl Sim {
     /// kswapd, one SWAP_CLUSTER_MAX step of balance_pgdat per event: each step's work is
     /// charged to kswapd's CPU and the next step is scheduled at that CPU's clock, so its TLB
     /// flushes reach the other CPUs spread over time as they would on a real machine.
-    pub(crate) fn kswapd_run(&mut self, n: usize, t: u64) {
-        let c = self.kswapd_cpu(n);
-        if !self.cpus[c].busy() {
-            self.cpus[c].clock = self.cpus[c].clock.max(t);
+    pub(crate) fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
+        let c = self.kswapd_cpu(m, n);
+        if !self.sched.rq[c].busy() {
+            m.cpus[c].clock = m.cpus[c].clock.max(t);
         }
         if !self.nodes[n].kswapd_pass.active {
             if self.pgdat_balanced(n) {
-                self.kswapd_sleep(n, c);
+                self.kswapd_sleep(m, n, c);
                 return;
             }
             // balance_pgdat starts: DEF_PRIORITY, nr_to_reclaim from the high watermark.
@@ -142,11 +139,11 @@ impl Sim {
             self.nodes[n].kswapd_pass = self.start_shrink(n, DEF_PRIORITY, nr_to_reclaim);
         }
         let mut pass = self.nodes[n].kswapd_pass.clone();
-        self.shrink_step(n, c, &mut pass, Reclaimer::Kswapd);
+        self.shrink_step(m, n, c, &mut pass, Reclaimer::Kswapd);
         let balanced = self.pgdat_balanced(n);
         let pass_done = pass.nr.iter().all(|&x| x == 0) || pass.reclaimed >= pass.nr_to_reclaim;
         if pass_done {
-            self.finish_shrink(n, c);
+            self.finish_shrink(m, n, c);
         }
         if balanced || (pass_done && (pass.reclaimed >= pass.nr_to_reclaim || pass.priority == 1)) {
             // End of this balance_pgdat run.
@@ -158,7 +155,7 @@ impl Sim {
             }
             self.nodes[n].kswapd_pass.active = false;
             if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
-                self.kswapd_sleep(n, c);
+                self.kswapd_sleep(m, n, c);
                 return;
             }
         } else if pass_done {
@@ -171,23 +168,23 @@ impl Sim {
         } else {
             self.nodes[n].kswapd_pass = pass;
         }
-        let at = self.cpus[c].clock;
+        let at = m.cpus[c].clock;
         self.schedule(at, Event::KswapdRun(n as u8));
     }
 
-    fn kswapd_sleep(&mut self, n: usize, c: usize) {
+    fn kswapd_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
         self.nodes[n].kswapd_awake = false;
-        self.nodes[n].kswapd_slept_at = self.cpus[c].clock.max(1);
+        self.nodes[n].kswapd_slept_at = m.cpus[c].clock.max(1);
     }
 
     /// try_to_free_pages → do_try_to_free_pages: direct reclaim by the allocating CPU.
-    pub fn try_to_free_pages(&mut self, c: usize, preferred: usize) -> u64 {
+    pub fn try_to_free_pages(&mut self, m: &mut Machine, c: usize, preferred: usize) -> u64 {
         let zonelist = self.nodes[preferred].zonelist.clone();
         let mut reclaimed = 0;
         for priority in (0..=DEF_PRIORITY).rev() {
             for &n in &zonelist {
                 reclaimed +=
-                    self.shrink_node(n as usize, c, priority, Reclaimer::Direct, SWAP_CLUSTER_MAX);
+                    self.shrink_node(m, n as usize, c, priority, Reclaimer::Direct, SWAP_CLUSTER_MAX);
                 if reclaimed >= SWAP_CLUSTER_MAX {
                     return reclaimed;
                 }
@@ -232,7 +229,7 @@ impl Sim {
 
     /// shrink_node → shrink_lruvec: scan the lists in SWAP_CLUSTER_MAX chunks.
     pub fn shrink_node(
-        &mut self,
+        &mut self, m: &mut Machine,
         n: usize,
         c: usize,
         priority: u32,
@@ -241,9 +238,9 @@ impl Sim {
     ) -> u64 {
         let mut pass = self.start_shrink(n, priority, nr_to_reclaim);
         while pass.nr.iter().any(|&x| x > 0) && pass.reclaimed < nr_to_reclaim {
-            self.shrink_step(n, c, &mut pass, who);
+            self.shrink_step(m, n, c, &mut pass, who);
         }
-        self.finish_shrink(n, c);
+        self.finish_shrink(m, n, c);
         pass.reclaimed
     }
 
@@ -264,7 +261,7 @@ impl Sim {
     }
 
     /// One iteration of shrink_lruvec's loop: up to SWAP_CLUSTER_MAX pages from each list.
-    pub fn shrink_step(&mut self, n: usize, c: usize, pass: &mut ShrinkPass, who: Reclaimer) {
+    pub fn shrink_step(&mut self, m: &mut Machine, n: usize, c: usize, pass: &mut ShrinkPass, who: Reclaimer) {
         for lru in 0..4 {
             if pass.nr[lru] == 0 {
                 continue;
@@ -273,10 +270,10 @@ impl Sim {
             pass.nr[lru] -= scan;
             if lru % 2 == 1 {
                 if pass.may_deactivate[lru / 2] {
-                    self.shrink_active_list(n, c, scan, lru);
+                    self.shrink_active_list(m, n, c, scan, lru);
                 }
             } else {
-                let got = self.shrink_inactive_list(n, c, scan, lru, who);
+                let got = self.shrink_inactive_list(m, n, c, scan, lru, who);
                 pass.reclaimed += got;
                 pass.total += got;
             }
@@ -285,12 +282,12 @@ impl Sim {
 
     /// The end of shrink_lruvec: keep the inactive lists from running dry (anon only when it
     /// can be reclaimed).
-    fn finish_shrink(&mut self, n: usize, c: usize) {
+    fn finish_shrink(&mut self, m: &mut Machine, n: usize, c: usize) {
         if self.can_demote(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
-            self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
+            self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
         }
         if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
-            self.shrink_active_list(n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
+            self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
         }
     }
 
@@ -336,10 +333,10 @@ impl Sim {
     }
 
     /// shrink_active_list: deactivate, except referenced executable file folios.
-    pub fn shrink_active_list(&mut self, n: usize, c: usize, nr: u64, lru: usize) {
+    pub fn shrink_active_list(&mut self, m: &mut Machine, n: usize, c: usize, nr: u64, lru: usize) {
         let list = self.isolate_lru_folios(n, nr, lru);
         self.vm.add(Vm::PgRefill, list.len() as u64);
-        self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * list.len() as u64);
+        m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
         for pfn in list {
             let (referenced, exec) = self.folio_referenced(pfn);
             let file = !self.frames.get(pfn).has(pg::ANON);
@@ -356,7 +353,7 @@ impl Sim {
 
     /// shrink_inactive_list: isolate, count the scan, shrink_folio_list.
     pub fn shrink_inactive_list(
-        &mut self,
+        &mut self, m: &mut Machine,
         n: usize,
         c: usize,
         nr: u64,
@@ -381,8 +378,8 @@ impl Sim {
             },
             scanned,
         );
-        self.charge_sys(c, self.cost.reclaim_scan_cycles as u64 * scanned);
-        self.shrink_folio_list(c, list, who, false)
+        m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * scanned);
+        self.shrink_folio_list(m, c, list, who, false)
     }
 
     /// folio_check_references (linux-spec.md §2.5).
@@ -409,7 +406,7 @@ impl Sim {
     /// with a batched flush; flush before freeing; put back what stays.
     /// `reclaim_pages` (MADV_PAGEOUT) passes `pageout`: no demotion, references ignored.
     pub fn shrink_folio_list(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         list: Vec<u32>,
         who: Reclaimer,
@@ -456,7 +453,7 @@ impl Sim {
                             keep.push(pfn);
                             continue;
                         }
-                        if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(c, pfn) {
+                        if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(m, c, pfn) {
                             keep.push(pfn);
                             continue;
                         }
@@ -474,7 +471,7 @@ impl Sim {
             if demote.is_empty() {
                 break;
             }
-            let (moved, failed) = self.demote_folio_list(c, n, std::mem::take(&mut demote), who);
+            let (moved, failed) = self.demote_folio_list(m, c, n, std::mem::take(&mut demote), who);
             nr_demoted += moved;
             if failed.is_empty() {
                 break;
@@ -484,13 +481,13 @@ impl Sim {
             pending = failed;
         }
         // try_to_unmap_flush before any unmapped frame goes back to the allocator.
-        self.try_to_unmap_flush(c);
+        self.try_to_unmap_flush(m, c);
         let freed = to_free.len() as u64;
         for pfn in to_free {
             self.remove_mapping(pfn);
             self.lru_del_and_uncharge(pfn);
-            self.charge_sys(c, self.cost.reclaim_free_cycles as u64);
-            self.free_frame(c, pfn);
+            m.charge_sys(c, m.cost.reclaim_free_cycles as u64);
+            self.free_frame(m, c, pfn);
         }
         for pfn in keep {
             self.putback_folio(pfn);
@@ -508,7 +505,7 @@ impl Sim {
     /// demote_folio_list: migrate to next_demotion_node, falling back to the other lower-tier
     /// nodes; no direct reclaim on the target. Returns (demoted, failed).
     fn demote_folio_list(
-        &mut self,
+        &mut self, m: &mut Machine,
         c: usize,
         n: usize,
         folios: Vec<u32>,
@@ -523,7 +520,7 @@ impl Sim {
             .collect();
         let first_pfns = folios.clone();
         let allowed = self.tiers.lower_tier_mask[n].clone();
-        let (moved, failed) = self.migrate_pages(
+        let (moved, failed) = self.migrate_pages(m, 
             c,
             folios,
             &MigrateTarget::Demote { target, allowed },

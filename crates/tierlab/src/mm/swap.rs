@@ -1,0 +1,83 @@
+//! LRU list moves (mm/swap.c, include/linux/mm_inline.h): the one place folios go onto,
+//! between and off the LRU lists, with the node's anon/file accounting.
+
+use crate::kernel::Kernel;
+use crate::mm::mmzone::lru_index;
+use crate::mm::page::pg;
+
+impl Kernel {
+    /// folio_add_lru: new folios start on the inactive list of their type.
+    pub fn lru_add(&mut self, pfn: u32) {
+        self.frames.get_mut(pfn).flags &= !pg::ACTIVE;
+        self.lru_add_folio(pfn);
+    }
+
+    /// lruvec_add_folio plus node accounting: onto the list the folio's flags name (a
+    /// migrated folio keeps PG_active).
+    pub fn lru_add_folio(&mut self, pfn: u32) {
+        let p = self.frames.get_mut(pfn);
+        debug_assert!(!p.has(pg::LRU));
+        let anon = p.has(pg::ANON);
+        let active = p.has(pg::ACTIVE);
+        p.flags |= pg::LRU;
+        let n = p.node as usize;
+        let node = &mut self.nodes[n];
+        self.frames
+            .list_add(&mut node.lru[lru_index(anon, active)], pfn);
+        if anon {
+            node.nr_anon += 1;
+        } else {
+            node.nr_file += 1;
+        }
+    }
+
+    /// lruvec_del_folio plus the node's anon/file accounting: the frame leaves its user.
+    pub fn lru_del_and_uncharge(&mut self, pfn: u32) {
+        let p = *self.frames.get(pfn);
+        let n = p.node as usize;
+        let anon = p.has(pg::ANON);
+        if p.has(pg::LRU) {
+            let lru = lru_index(anon, p.has(pg::ACTIVE));
+            let node = &mut self.nodes[n];
+            self.frames.list_del(&mut node.lru[lru], pfn);
+        } else if p.has(pg::ISOLATED) {
+            self.nodes[n].nr_isolated -= 1;
+        }
+        let node = &mut self.nodes[n];
+        if anon {
+            node.nr_anon -= 1;
+        } else {
+            node.nr_file -= 1;
+        }
+        self.frames.get_mut(pfn).flags &= !(pg::LRU | pg::ACTIVE | pg::ISOLATED);
+    }
+
+    /// folio_activate: an inactive folio on the LRU moves to the head of the active list and
+    /// loses PG_referenced.
+    pub fn folio_activate(&mut self, pfn: u32) {
+        let p = *self.frames.get(pfn);
+        debug_assert!(p.has(pg::LRU) && !p.has(pg::ACTIVE));
+        let lru = lru_index(p.has(pg::ANON), false);
+        let node = &mut self.nodes[p.node as usize];
+        self.frames.list_del(&mut node.lru[lru], pfn);
+        let f = self.frames.get_mut(pfn);
+        f.flags = (f.flags & !pg::REFERENCED) | pg::ACTIVE;
+        self.frames.list_add(&mut node.lru[lru + 1], pfn);
+    }
+
+    /// folio_deactivate: an active folio on the LRU moves to the head of the inactive list;
+    /// either way it loses PG_referenced. Returns whether it moved.
+    pub fn folio_deactivate(&mut self, pfn: u32) -> bool {
+        let p = *self.frames.get(pfn);
+        if !(p.has(pg::LRU) && p.has(pg::ACTIVE)) {
+            self.frames.get_mut(pfn).flags &= !pg::REFERENCED;
+            return false;
+        }
+        let anon = p.has(pg::ANON);
+        let node = &mut self.nodes[p.node as usize];
+        self.frames.list_del(&mut node.lru[lru_index(anon, true)], pfn);
+        self.frames.get_mut(pfn).flags &= !(pg::ACTIVE | pg::REFERENCED);
+        self.frames.list_add(&mut node.lru[lru_index(anon, false)], pfn);
+        true
+    }
+}
