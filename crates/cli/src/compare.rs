@@ -1,10 +1,9 @@
 //! `tierlab compare` and `tierlab reproduce`: run variants of a scenario side by side (in
 //! parallel when the host has cores) and print before/after tables like the seeds' tables.
 
-use std::time::Instant;
 use tierlab::report::group;
 use tierlab::stats::{Perf, Vm};
-use tierlab::{Config, Sim};
+use tierlab::{Config, RunResult, Simulation};
 
 /// One side of a comparison.
 pub struct Variant {
@@ -36,43 +35,42 @@ pub const METRICS: [&str; 18] = [
 ];
 
 /// The metric values of a finished run, in METRICS order.
-pub fn metrics(sim: &Sim) -> Vec<f64> {
-    let p = sim.perf_total();
-    let ncpu = sim.hw.cpus.len().max(1) as f64;
-    let tlb: u64 = sim.hw.cpus.iter().map(|c| c.irq.tlb).sum();
-    let wm = sim.workload_metrics();
+pub fn metrics(r: &RunResult) -> Vec<f64> {
+    let p = &r.perf;
+    let ncpu = r.interrupts.tlb.len().max(1) as f64;
+    let tlb: u64 = r.interrupts.tlb.iter().sum();
     vec![
-        p.get(Perf::ItlbFlush) as f64,
-        p.get(Perf::TlbFlushDtlbThread) as f64,
-        p.get(Perf::TlbFlushStlbAny) as f64,
-        p.get(Perf::DtlbLoadMisses) as f64,
-        p.get(Perf::DtlbStoreMisses) as f64,
-        p.get(Perf::ItlbLoadMisses) as f64,
+        p.get(Perf::ItlbFlush.name()) as f64,
+        p.get(Perf::TlbFlushDtlbThread.name()) as f64,
+        p.get(Perf::TlbFlushStlbAny.name()) as f64,
+        p.get(Perf::DtlbLoadMisses.name()) as f64,
+        p.get(Perf::DtlbStoreMisses.name()) as f64,
+        p.get(Perf::ItlbLoadMisses.name()) as f64,
         tlb as f64 / ncpu,
-        wm.roi_seconds,
-        wm.per_second,
-        sim.k.vm.get(Vm::PgPromoteSuccess) as f64,
-        sim.k.vm.get(Vm::PgDemoteKswapd) as f64,
-        sim.k.vm.get(Vm::NumaHintFaults) as f64,
-        sim.k.vm.get(Vm::PgMigrateSuccess) as f64,
-        sim.k.vm.get(Vm::MigrcDeferred) as f64,
-        sim.k.vm.get(Vm::MigrcFlushIpis) as f64,
-        toptier_share(sim, true),
-        toptier_share(sim, false),
-        sim.k.checker.count as f64,
+        r.workload.runtime_s,
+        r.workload.per_second,
+        r.vmstat.vm(Vm::PgPromoteSuccess) as f64,
+        r.vmstat.vm(Vm::PgDemoteKswapd) as f64,
+        r.vmstat.vm(Vm::NumaHintFaults) as f64,
+        r.vmstat.vm(Vm::PgMigrateSuccess) as f64,
+        r.vmstat.vm(Vm::MigrcDeferred) as f64,
+        r.vmstat.vm(Vm::MigrcFlushIpis) as f64,
+        toptier_share(r, true),
+        toptier_share(r, false),
+        r.check.violations as f64,
     ]
 }
 
-/// A finished variant: its label, the simulation, and the wall seconds it took.
-pub type Finished = (String, Sim, f64);
+/// A finished variant: its label and its result.
+pub type Finished = (String, RunResult);
 
 /// Percent of the anon (or file) pages that live on top-tier nodes at the end of the run.
-pub fn toptier_share(sim: &Sim, anon: bool) -> f64 {
+pub fn toptier_share(r: &RunResult, anon: bool) -> f64 {
     let (mut top, mut all) = (0u64, 0u64);
-    for (n, node) in sim.k.nodes.iter().enumerate() {
-        let pages = if anon { node.nr_anon } else { node.nr_file };
+    for node in &r.nodes {
+        let pages = if anon { node.anon } else { node.file };
         all += pages;
-        if sim.k.tiers.node_is_toptier(n) {
+        if node.toptier {
             top += pages;
         }
     }
@@ -123,11 +121,11 @@ pub fn run_all(variants: Vec<Variant>, quiet: bool) -> Result<Vec<Finished>, Str
 
 fn run_one(v: Variant) -> Result<Finished, String> {
     let workload = workloads::build(&v.cfg, &v.origin).map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    let mut sim = Sim::new(v.cfg, workload).map_err(|e| format!("{}: {e}", v.origin))?;
-    sim.run(&mut |_| {})
+    let mut sim = Simulation::new(v.cfg, workload).map_err(|e| format!("{}: {e}", v.origin))?;
+    let result = sim
+        .run(&mut |_| {})
         .map_err(|e| format!("{} ({}): simulation stopped: {e}", v.origin, v.label))?;
-    Ok((v.label, sim, started.elapsed().as_secs_f64()))
+    Ok((v.label, result))
 }
 
 fn fmt_value(v: f64) -> String {
@@ -148,12 +146,12 @@ pub fn change(a: f64, b: f64) -> Option<f64> {
 /// The BEFORE/AFTER table (first variant is the baseline).
 pub fn table(results: &[Finished]) -> String {
     let mut s = String::new();
-    let cols: Vec<Vec<f64>> = results.iter().map(|(_, sim, _)| metrics(sim)).collect();
+    let cols: Vec<Vec<f64>> = results.iter().map(|(_, r)| metrics(r)).collect();
     s.push_str(&format!("{:<26}", "metric"));
-    for (label, _, _) in results {
+    for (label, _) in results {
         s.push_str(&format!("{:>18}", label));
     }
-    for (label, _, _) in results.iter().skip(1) {
+    for (label, _) in results.iter().skip(1) {
         s.push_str(&format!("{:>12}", format!("Δ {label}")));
     }
     s.push('\n');
@@ -173,8 +171,8 @@ pub fn table(results: &[Finished]) -> String {
         s.push('\n');
     }
     s.push_str(&format!("{:<26}", "wall seconds"));
-    for (_, _, wall) in results {
-        s.push_str(&format!("{:>18}", format!("{wall:.1}")));
+    for (_, r) in results {
+        s.push_str(&format!("{:>18}", format!("{:.1}", r.wall_seconds)));
     }
     s.push('\n');
     s
@@ -272,7 +270,11 @@ pub fn migrc_published() -> Vec<Published> {
 
 /// Simulated change beside the published one, marked where the direction differs or the size
 /// is off by more than a factor of 2. Published changes under 2 % count as "no change".
-pub fn reproduce_table(published: &[Published], before: &Sim, after: &Sim) -> (String, usize) {
+pub fn reproduce_table(
+    published: &[Published],
+    before: &RunResult,
+    after: &RunResult,
+) -> (String, usize) {
     let b = metrics(before);
     let a = metrics(after);
     let mut s = format!(

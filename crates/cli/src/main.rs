@@ -6,9 +6,8 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 use tierlab::config::CheckLevel;
-use tierlab::{Config, Sim};
+use tierlab::{Config, RunResult, Simulation};
 
 /// The built-in default scenario (scenarios/xsbench.toml), used when `run` gets no file.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/xsbench.toml");
@@ -109,10 +108,9 @@ fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), St
     }
 }
 
-fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<(Sim, f64), String> {
+fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
     let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    let mut sim = Sim::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
+    let mut sim = Simulation::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
     let bar = if show_progress {
         let b = ProgressBar::new(1000);
         b.set_style(
@@ -127,8 +125,7 @@ fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<(Sim, f64)
         bar.set_position((f * 1000.0) as u64);
     });
     bar.finish_and_clear();
-    result.map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
-    Ok((sim, started.elapsed().as_secs_f64()))
+    result.map_err(|e| format!("{origin}: simulation stopped: {e}"))
 }
 
 fn run(
@@ -138,21 +135,22 @@ fn run(
     quiet: bool,
 ) -> Result<(), String> {
     let (cfg, origin) = load(scenario.as_deref(), &sets)?;
-    let (sim, wall) = simulate(cfg, &origin, !quiet)?;
+    let result = simulate(cfg, &origin, !quiet)?;
     if !quiet {
-        print!("{}", sim.summary_text(wall));
+        print!("{}", result.summary_text());
     }
     if let Some(path) = json {
-        let doc = sim.result_json(wall);
+        let doc = result.to_json();
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    if sim.k.checker.count > 0 {
+    if result.check.violations > 0 {
         return Err(format!(
             "{} invariant violation(s); first: {}",
-            sim.k.checker.count,
-            sim.k.checker
-                .violations
+            result.check.violations,
+            result
+                .check
+                .details
                 .first()
                 .map(|v| v.detail.as_str())
                 .unwrap_or("")
@@ -167,8 +165,9 @@ fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Resul
     for i in 0..repeat.max(1) {
         let (cfg, origin) = load(scenario.as_deref(), &sets)?;
         debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
-        let (sim, wall) = simulate(cfg, &origin, false)?;
-        let acc = sim.accesses();
+        let result = simulate(cfg, &origin, false)?;
+        let (acc, wall) = (result.accesses, result.wall_seconds);
+        let frames: u64 = result.nodes.iter().map(|n| n.capacity_pages).sum();
         let rate = acc as f64 / wall;
         best = best.max(rate);
         println!(
@@ -177,8 +176,8 @@ fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Resul
             acc,
             wall,
             rate / 1e6,
-            sim.k.frames.len(),
-            std::mem::size_of::<tierlab::mm::page::Page>()
+            frames,
+            result.frame_bytes
         );
     }
     println!(
@@ -228,8 +227,8 @@ fn compare_cmd(
     print!("{}", compare::table(&results));
     if let Some(path) = json {
         let doc = serde_json::json!({
-            "before": results[0].1.result_json(results[0].2),
-            "after": results[1].1.result_json(results[1].2),
+            "before": results[0].1.to_json(),
+            "after": results[1].1.to_json(),
         });
         let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
         std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
@@ -237,12 +236,19 @@ fn compare_cmd(
     Ok(())
 }
 
-/// The three placement policies of issue 5 / seed 003, as `--variant` strings.
-const POLICIES: [&str; 3] = [
-    "linux:kernel.numa_balancing=0;vm.demotion_enabled=false",
-    "tiering:kernel.numa_balancing=2;vm.demotion_enabled=true",
-    "tpp:kernel.numa_balancing=2;vm.demotion_enabled=true;vm.demote_scale_factor=200;kernel.numa_balancing_active_lru_promotion=on",
-];
+/// Default Linux (no tiering), then every registered tiering policy under NUMA balancing
+/// mode 2 with demotion on, as `--variant` strings; upstream's policy is labelled "tiering".
+fn policy_variants() -> Vec<String> {
+    let mut v = vec!["linux:kernel.numa_balancing=0;vm.demotion_enabled=false".to_string()];
+    for p in tierlab::policy::POLICIES {
+        let label = if p.name == "linux" { "tiering" } else { p.name };
+        v.push(format!(
+            "{label}:kernel.numa_balancing=2;vm.demotion_enabled=true;kernel.tiering_policy={}",
+            p.name
+        ));
+    }
+    v
+}
 
 fn parse_variant(spec: &str) -> Result<(String, Vec<String>), String> {
     let (label, sets) = spec
@@ -277,7 +283,7 @@ fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
     let origin = "built-in cache-1to4 scenario".to_string();
     let alldram = "machine.nodes=[{ name = \"dram0\", capacity_mib = 1600, read_latency_ns = 106, write_latency_ns = 106, read_bandwidth_gbps = 270, write_bandwidth_gbps = 272, cpus = \"0-7\" }]";
     let specs: Vec<String> = std::iter::once(format!("all-DRAM:{alldram}"))
-        .chain(POLICIES.iter().map(|s| s.to_string()))
+        .chain(policy_variants())
         .collect();
     println!(
         "Reproducing seed 003 (TPP): cache application, 1:4 DRAM:CXL, against all memory in DRAM"
@@ -297,7 +303,7 @@ fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
     }
     let results = compare::run_all(variants, false)?;
     print!("{}", compare::table(&results));
-    let tput = |i: usize| results[i].1.workload_metrics().per_second;
+    let tput = |i: usize| results[i].1.workload.per_second;
     let loss = |i: usize| 100.0 * (1.0 - tput(i) / tput(0));
     let share = |i: usize| compare::toptier_share(&results[i].1, true);
     // (metric, published default Linux, published TPP, simulated Linux, simulated TPP, higher is better)
@@ -346,7 +352,7 @@ fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
         loss(2)
     );
     println!("{marks} row(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.k.checker.count).sum();
+    let violations: u64 = results.iter().map(|r| r.1.check.violations).sum();
     if violations > 0 {
         return Err(format!(
             "{violations} invariant violation(s) during the runs"
@@ -405,7 +411,7 @@ fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
         }
     }
     println!("\n{marks} metric(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.k.checker.count).sum();
+    let violations: u64 = results.iter().map(|r| r.1.check.violations).sum();
     if violations > 0 {
         return Err(format!(
             "{violations} invariant violation(s) during the runs"
@@ -440,7 +446,7 @@ fn main() -> ExitCode {
             if policies || !variants.is_empty() {
                 let mut v = variants;
                 if policies {
-                    v.extend(POLICIES.iter().map(|s| s.to_string()));
+                    v.extend(policy_variants());
                 }
                 variants_cmd(scenario, both, v)
             } else {

@@ -2,11 +2,11 @@
 //! membership and TLB coherence. A violation names the CPU, address and frame involved.
 
 use crate::config::CheckLevel;
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::mm::mmzone::{lru_index, NR_LRU_LISTS};
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::kernel::Kernel;
-use crate::machine::Machine;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

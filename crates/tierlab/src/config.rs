@@ -486,7 +486,10 @@ fn apply_policy_defaults(table: &mut toml::Table, origin: &str) -> Result<(), Co
         Some(v) => return Err(ConfigError::key(origin, KEY, format!("{v} is not a name"))),
     };
     let policy = crate::policy::lookup(&name).map_err(|e| ConfigError::key(origin, KEY, e))?;
-    for other in crate::policy::POLICIES.iter().filter(|p| p.name != policy.name) {
+    for other in crate::policy::POLICIES
+        .iter()
+        .filter(|p| p.name != policy.name)
+    {
         for knob in other.own_knobs {
             if !policy.own_knobs.contains(knob) && lookup_key(table, knob).is_some() {
                 return Err(ConfigError::key(

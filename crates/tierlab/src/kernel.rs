@@ -107,7 +107,10 @@ impl Kernel {
         m: &mut Machine,
         f: impl FnOnce(&mut dyn TieringPolicy, &mut Kernel, &mut Machine) -> R,
     ) -> R {
-        let mut p = self.policy.take().expect("the tiering policy is not re-entered");
+        let mut p = self
+            .policy
+            .take()
+            .expect("the tiering policy is not re-entered");
         let r = f(p.as_mut(), self, m);
         self.policy = Some(p);
         r

@@ -7,8 +7,7 @@
 //! accumulates over its instances.
 
 use crate::sim::Sim;
-use crate::stats::{VmCounters, VM_NAMES};
-use serde_json::{json, Map, Value};
+use crate::stats::VmCounters;
 
 #[derive(Clone, Debug, Default)]
 pub struct PhaseStat {
@@ -78,30 +77,5 @@ impl Sim {
         }
         st.active += 1;
         self.k.sched.threads[tid].phase = Some(id as u32);
-    }
-
-    pub fn phases_json(&self) -> Value {
-        Value::Array(
-            self.phase_stats
-                .iter()
-                .map(|p| {
-                    let mut moved = Map::new();
-                    for (name, v) in VM_NAMES.iter().zip(p.vm_delta.v.iter()) {
-                        if *v > 0 {
-                            moved.insert((*name).into(), (*v).into());
-                        }
-                    }
-                    json!({
-                        "name": p.name,
-                        "instances": p.instances,
-                        "duration_us": self.hw.cycles_to_s(p.cycles) * 1e6,
-                        "duration_us_per_instance": if p.instances > 0 { self.hw.cycles_to_s(p.cycles) * 1e6 / p.instances as f64 } else { 0.0 },
-                        "start_ms": p.first_begin.map(|b| self.hw.cycles_to_s(b) * 1e3),
-                        "accesses": p.accesses,
-                        "vmstat": Value::Object(moved),
-                    })
-                })
-                .collect(),
-        )
     }
 }

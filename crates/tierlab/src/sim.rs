@@ -168,6 +168,7 @@ impl Sim {
                 kswapd_slept_at: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),
+                nr_demoted: 0,
                 demote_wmark: 0,
             });
         }
@@ -499,7 +500,10 @@ impl Sim {
                     prot,
                     backing,
                 } => {
-                    if let Err(e) = self.k.sys_mmap(&mut self.hw, c, tid, addr, len, prot, backing) {
+                    if let Err(e) = self
+                        .k
+                        .sys_mmap(&mut self.hw, c, tid, addr, len, prot, backing)
+                    {
                         self.fatal = Some(e);
                     }
                 }

@@ -52,11 +52,11 @@ fn first_touch_faults_once_per_page_and_tlb_hits_after() {
         config(&machine(1, 64), &[]),
         workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
     );
-    assert_eq!(sim.vm.get(Vm::PgFault), 100);
-    assert_eq!(sim.vm.get(Vm::PgAllocNormal), 100);
-    assert_eq!(sim.nodes[0].nr_anon, 100);
+    assert_eq!(sim.k.vm.get(Vm::PgFault), 100);
+    assert_eq!(sim.k.vm.get(Vm::PgAllocNormal), 100);
+    assert_eq!(sim.k.nodes[0].nr_anon, 100);
     assert_eq!(
-        sim.nodes[0].lru_size(LRU_INACTIVE_ANON),
+        sim.k.nodes[0].lru_size(LRU_INACTIVE_ANON),
         100,
         "new anon starts inactive"
     );
@@ -81,12 +81,12 @@ fn reads_of_untouched_anon_map_the_zero_page_then_a_write_copies() {
         workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
     );
     // Two read faults map the zero page, the write faults again and allocates.
-    assert_eq!(sim.vm.get(Vm::PgFault), 3);
-    assert_eq!(sim.vm.get(Vm::PgAllocNormal), 1);
-    let p0 = sim.mms[0].pgtable.get((BASE / PAGE) as u32);
-    let p1 = sim.mms[0].pgtable.get((BASE / PAGE + 1) as u32);
-    assert_eq!(pte::pfn(p1), sim.zero_pfn);
-    assert_ne!(pte::pfn(p0), sim.zero_pfn);
+    assert_eq!(sim.k.vm.get(Vm::PgFault), 3);
+    assert_eq!(sim.k.vm.get(Vm::PgAllocNormal), 1);
+    let p0 = sim.k.mms[0].pgtable.get((BASE / PAGE) as u32);
+    let p1 = sim.k.mms[0].pgtable.get((BASE / PAGE + 1) as u32);
+    assert_eq!(pte::pfn(p1), sim.k.zero_pfn);
+    assert_ne!(pte::pfn(p0), sim.k.zero_pfn);
     assert!(p0 & pte::WRITE != 0 && p0 & pte::DIRTY != 0);
 }
 
@@ -208,15 +208,18 @@ fn munmap_shoots_down_remote_cpus_once_and_frees_the_frames() {
             vec![],
         ),
     );
-    assert_eq!(sim.cpus[1].irq.tlb, 1, "one shootdown IPI for one munmap");
     assert_eq!(
-        sim.cpus[0].irq.tlb, 0,
+        sim.hw.cpus[1].irq.tlb, 1,
+        "one shootdown IPI for one munmap"
+    );
+    assert_eq!(
+        sim.hw.cpus[0].irq.tlb, 0,
         "the initiator's own flush is not an interrupt"
     );
-    assert_eq!(sim.cpus[1].irq.cal, 1);
-    assert_eq!(sim.vm.get(Vm::PgFree), 4);
-    assert_eq!(sim.nodes[0].nr_anon, 12);
-    assert_eq!(sim.vm.get(Vm::NrTlbLocalFlushOne), 4);
+    assert_eq!(sim.hw.cpus[1].irq.cal, 1);
+    assert_eq!(sim.k.vm.get(Vm::PgFree), 4);
+    assert_eq!(sim.k.nodes[0].nr_anon, 12);
+    assert_eq!(sim.k.vm.get(Vm::NrTlbLocalFlushOne), 4);
 }
 
 #[test]
@@ -239,15 +242,15 @@ fn large_ranges_flush_fully_above_the_ceiling() {
         ),
     );
     assert_eq!(
-        sim.vm.get(Vm::NrTlbLocalFlushAll),
+        sim.k.vm.get(Vm::NrTlbLocalFlushAll),
         1,
         "34 pages > ceiling 33: full flush"
     );
-    assert_eq!(sim.vm.get(Vm::NrTlbLocalFlushOne), 0);
+    assert_eq!(sim.k.vm.get(Vm::NrTlbLocalFlushOne), 0);
     // CPU 1: one flush when its PCID was first assigned, one from the shootdown.
-    assert_eq!(sim.cpus[1].perf.get(Perf::ItlbFlush), 2);
-    assert_eq!(sim.cpus[1].irq.tlb, 1);
-    let p = sim.mms[0].pgtable.get((BASE / PAGE) as u32);
+    assert_eq!(sim.hw.cpus[1].perf.get(Perf::ItlbFlush), 2);
+    assert_eq!(sim.hw.cpus[1].irq.tlb, 1);
+    let p = sim.k.mms[0].pgtable.get((BASE / PAGE) as u32);
     assert_eq!(
         p & pte::WRITE,
         0,
@@ -274,9 +277,9 @@ fn idle_lazy_cpus_get_no_shootdown() {
             vec![],
         ),
     );
-    assert!(sim.cpus[1].is_lazy);
+    assert!(sim.k.cpu_is_lazy(1));
     assert_eq!(
-        sim.cpus[1].irq.tlb, 0,
+        sim.hw.cpus[1].irq.tlb, 0,
         "lazy CPUs are skipped by should_flush_tlb"
     );
 }
@@ -317,41 +320,41 @@ fn kswapd_reclaims_clean_file_pages_below_the_low_watermark() {
         config(&machine(2, 64), &[]),
         file_workload(10_000, 6_200, 3),
     );
-    let z = &sim.nodes[0].zone;
-    assert!(sim.vm.get(Vm::PgScanKswapd) > 0, "kswapd scanned");
+    let z = &sim.k.nodes[0].zone;
+    assert!(sim.k.vm.get(Vm::PgScanKswapd) > 0, "kswapd scanned");
     assert!(
-        sim.vm.get(Vm::PgStealKswapd) > 0,
+        sim.k.vm.get(Vm::PgStealKswapd) > 0,
         "kswapd freed clean file pages"
     );
     assert_eq!(
-        sim.vm.get(Vm::PgStealKswapd) + sim.vm.get(Vm::PgStealDirect),
-        sim.vm.get(Vm::PgStealFile)
+        sim.k.vm.get(Vm::PgStealKswapd) + sim.k.vm.get(Vm::PgStealDirect),
+        sim.k.vm.get(Vm::PgStealFile)
     );
     assert_eq!(
-        sim.vm.get(Vm::PgScanAnon),
+        sim.k.vm.get(Vm::PgScanAnon),
         0,
         "no swap, no demotion: anon is not scanned"
     );
     assert_eq!(
-        sim.nodes[0].nr_anon, 6200,
+        sim.k.nodes[0].nr_anon, 6200,
         "anon pages are never reclaimed without swap"
     );
-    assert!(sim.nodes[0].nr_file < 10_000);
-    assert!(sim.vm.get(Vm::PageOutRun) > 0);
+    assert!(sim.k.nodes[0].nr_file < 10_000);
+    assert!(sim.k.vm.get(Vm::PageOutRun) > 0);
     assert!(
         z.nr_free + z.pcp_pages() > z.wmark.min,
         "reclaim kept the node above min"
     );
     // Reclaim takes cold pages: the hot pages are re-read throughout, and few of the
     // reclaimed pages come back as refaults (major faults beyond the 10000 first reads).
-    let refaults = sim.vm.get(Vm::PgMajFault) - 10_000;
-    let stolen = sim.vm.get(Vm::PgStealFile);
+    let refaults = sim.k.vm.get(Vm::PgMajFault) - 10_000;
+    let stolen = sim.k.vm.get(Vm::PgStealFile);
     assert!(
         refaults * 4 < stolen,
         "refaults {refaults}, stolen {stolen}"
     );
     let hot_cached = (0..16)
-        .filter(|&i| sim.files[0].lookup(i).is_some())
+        .filter(|&i| sim.k.files[0].lookup(i).is_some())
         .count();
     assert_eq!(hot_cached, 16);
 }
@@ -371,38 +374,39 @@ fn lru_aging_follows_folio_check_references() {
             }],
         ),
     );
-    let pfn = sim.files[0].lookup(0).unwrap();
+    let pfn = sim.k.files[0].lookup(0).unwrap();
     // Young PTE, not PG_referenced: keep and mark referenced.
-    assert_eq!(sim.folio_check_references(pfn), FolioRef::Keep);
-    assert!(sim.frames.get(pfn).has(pg::REFERENCED));
+    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Keep);
+    assert!(sim.k.frames.get(pfn).has(pg::REFERENCED));
     // Not young now (the check cleared it), but PG_referenced: reclaim clean (file).
-    assert_eq!(sim.folio_check_references(pfn), FolioRef::ReclaimClean);
+    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::ReclaimClean);
     // Young again and PG_referenced set: activate.
     let vpn = (BASE / PAGE) as u32;
-    *sim.mms[0].pgtable.get_mut(vpn).unwrap() |= pte::YOUNG;
-    sim.frames.get_mut(pfn).flags |= pg::REFERENCED;
-    assert_eq!(sim.folio_check_references(pfn), FolioRef::Activate);
+    *sim.k.mms[0].pgtable.get_mut(vpn).unwrap() |= pte::YOUNG;
+    sim.k.frames.get_mut(pfn).flags |= pg::REFERENCED;
+    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Activate);
     // Activation leaves PG_referenced set (folio_set_referenced before returning): one more
     // unreferenced pass reclaims it clean, and only then is it plain reclaim.
-    assert_eq!(sim.folio_check_references(pfn), FolioRef::ReclaimClean);
-    assert_eq!(sim.folio_check_references(pfn), FolioRef::Reclaim);
+    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::ReclaimClean);
+    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Reclaim);
 
     // shrink_active_list deactivates unreferenced pages of a non-exec mapping.
-    let before = sim.nodes[0].lru_size(LRU_INACTIVE_FILE);
+    let before = sim.k.nodes[0].lru_size(LRU_INACTIVE_FILE);
     assert_eq!(before, 4);
-    for p in (0..4).map(|i| sim.files[0].lookup(i).unwrap()) {
-        let node = &mut sim.nodes[0];
-        sim.frames.list_del(&mut node.lru[LRU_INACTIVE_FILE], p);
-        sim.frames.get_mut(p).flags |= pg::ACTIVE;
-        sim.frames.list_add(&mut node.lru[LRU_ACTIVE_FILE], p);
+    for p in (0..4).map(|i| sim.k.files[0].lookup(i).unwrap()) {
+        let node = &mut sim.k.nodes[0];
+        sim.k.frames.list_del(&mut node.lru[LRU_INACTIVE_FILE], p);
+        sim.k.frames.get_mut(p).flags |= pg::ACTIVE;
+        sim.k.frames.list_add(&mut node.lru[LRU_ACTIVE_FILE], p);
     }
-    sim.shrink_active_list(0, 0, 32, LRU_ACTIVE_FILE);
-    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_FILE), 0);
-    assert_eq!(sim.nodes[0].lru_size(LRU_INACTIVE_FILE), 4);
-    assert_eq!(sim.vm.get(Vm::PgDeactivate), 4);
-    assert_eq!(sim.vm.get(Vm::PgRefill), 4);
-    sim.check_invariants("test");
-    assert_eq!(sim.checker.count, 0);
+    sim.k
+        .shrink_active_list(&mut sim.hw, 0, 0, 32, LRU_ACTIVE_FILE);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_ACTIVE_FILE), 0);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_INACTIVE_FILE), 4);
+    assert_eq!(sim.k.vm.get(Vm::PgDeactivate), 4);
+    assert_eq!(sim.k.vm.get(Vm::PgRefill), 4);
+    sim.k.check_invariants(&sim.hw, "test");
+    assert_eq!(sim.k.checker.count, 0);
 }
 
 #[test]
@@ -431,14 +435,14 @@ check = "strict"
         workload(vec![(0, Placement::Pinned(0), ops)], vec![]),
     );
     assert!(
-        sim.nodes[1].nr_anon > 4000,
+        sim.k.nodes[1].nr_anon > 4000,
         "spilled to node 1: {}",
-        sim.nodes[1].nr_anon
+        sim.k.nodes[1].nr_anon
     );
-    assert!(sim.vm.get(Vm::NumaMiss) > 0);
-    assert_eq!(sim.vm.get(Vm::NumaHit) + sim.vm.get(Vm::NumaMiss), 8192);
+    assert!(sim.k.vm.get(Vm::NumaMiss) > 0);
+    assert_eq!(sim.k.vm.get(Vm::NumaHit) + sim.k.vm.get(Vm::NumaMiss), 8192);
     // Node 0 stopped at its low watermark (fast path), give or take the per-CPU list.
-    let z = &sim.nodes[0].zone;
+    let z = &sim.k.nodes[0].zone;
     assert!(z.nr_free <= z.wmark.low + z.pcp[0].batch as u64 * 2);
 }
 
@@ -461,45 +465,45 @@ fn invariant_checker_catches_each_broken_state() {
 
     // Frame conservation: a frame vanishes from the free lists.
     let mut sim = fresh();
-    let z = &mut sim.nodes[0].zone;
+    let z = &mut sim.k.nodes[0].zone;
     let order = (0..z.free_area.len())
         .rev()
         .find(|&o| !z.free_area[o].is_empty())
         .unwrap();
-    let pfn = sim.frames.list_pop_head(&mut z.free_area[order]).unwrap();
-    sim.frames.get_mut(pfn).flags = 0;
-    sim.check_invariants("broken");
-    assert!(sim.checker.count_of(ViolationKind::FrameConservation) > 0);
+    let pfn = sim.k.frames.list_pop_head(&mut z.free_area[order]).unwrap();
+    sim.k.frames.get_mut(pfn).flags = 0;
+    sim.k.check_invariants(&sim.hw, "broken");
+    assert!(sim.k.checker.count_of(ViolationKind::FrameConservation) > 0);
 
     // rmap: a PTE points at a frame owned by another address.
     let mut sim = fresh();
-    let other = pte::pfn(sim.mms[0].pgtable.get(vpn + 1));
-    let slot = sim.mms[0].pgtable.get_mut(vpn).unwrap();
+    let other = pte::pfn(sim.k.mms[0].pgtable.get(vpn + 1));
+    let slot = sim.k.mms[0].pgtable.get_mut(vpn).unwrap();
     *slot = pte::mk(other, *slot & 0xfff);
-    sim.check_invariants("broken");
-    assert!(sim.checker.count_of(ViolationKind::Rmap) > 0);
+    sim.k.check_invariants(&sim.hw, "broken");
+    assert!(sim.k.checker.count_of(ViolationKind::Rmap) > 0);
 
     // LRU membership: an in-use frame falls off its list.
     let mut sim = fresh();
-    let pfn = pte::pfn(sim.mms[0].pgtable.get(vpn + 2));
-    let node = &mut sim.nodes[0];
-    sim.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], pfn);
-    sim.check_invariants("broken");
-    assert!(sim.checker.count_of(ViolationKind::LruMembership) > 0);
+    let pfn = pte::pfn(sim.k.mms[0].pgtable.get(vpn + 2));
+    let node = &mut sim.k.nodes[0];
+    sim.k.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], pfn);
+    sim.k.check_invariants(&sim.hw, "broken");
+    assert!(sim.k.checker.count_of(ViolationKind::LruMembership) > 0);
 
     // TLB coherence: the PTE changes under a CPU's cached translation with no flush.
     let mut sim = fresh();
-    let other = pte::pfn(sim.mms[0].pgtable.get(vpn + 3));
-    sim.frames.get_mut(other).mapcount += 1; // keep rmap counts consistent: only the TLB is wrong
-    let old = pte::pfn(sim.mms[0].pgtable.get(vpn));
-    sim.frames.get_mut(old).mapcount -= 1;
+    let other = pte::pfn(sim.k.mms[0].pgtable.get(vpn + 3));
+    sim.k.frames.get_mut(other).mapcount += 1; // keep rmap counts consistent: only the TLB is wrong
+    let old = pte::pfn(sim.k.mms[0].pgtable.get(vpn));
+    sim.k.frames.get_mut(old).mapcount -= 1;
     // Point the PTE elsewhere without flushing CPU 1, which cached it.
-    *sim.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
-    sim.check_invariants("broken");
+    *sim.k.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
+    sim.k.check_invariants(&sim.hw, "broken");
     assert!(
-        sim.checker.count_of(ViolationKind::TlbCoherence) > 0,
+        sim.k.checker.count_of(ViolationKind::TlbCoherence) > 0,
         "{:?}",
-        sim.checker.violations
+        sim.k.checker.violations
     );
 }
 
@@ -523,19 +527,19 @@ fn frame_reuse_with_a_live_tlb_entry_is_reported() {
     .unwrap();
     sim.run(&mut |_| {}).unwrap();
     let vpn = (BASE / PAGE) as u32;
-    let pfn = pte::pfn(sim.mms[0].pgtable.get(vpn));
-    *sim.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
-    sim.frames.get_mut(pfn).mapcount = 0;
-    sim.lru_del_and_uncharge(pfn);
-    sim.mms[0].rss_anon -= 1;
-    sim.free_frame(0, pfn);
+    let pfn = pte::pfn(sim.k.mms[0].pgtable.get(vpn));
+    *sim.k.mms[0].pgtable.get_mut(vpn).unwrap() = 0;
+    sim.k.frames.get_mut(pfn).mapcount = 0;
+    sim.k.lru_del_and_uncharge(pfn);
+    sim.k.mms[0].rss_anon -= 1;
+    sim.k.free_frame(&mut sim.hw, 0, pfn);
     // The freed frame is at the head of CPU 0's pageset: the next allocation gets it.
-    let got = sim.alloc_page(0, 0).unwrap();
+    let got = sim.k.alloc_page(&mut sim.hw, 0, 0).unwrap();
     assert_eq!(got, pfn);
     assert!(
-        sim.checker.count_of(ViolationKind::FrameReuse) > 0,
+        sim.k.checker.count_of(ViolationKind::FrameReuse) > 0,
         "{:?}",
-        sim.checker.violations
+        sim.k.checker.violations
     );
 }
 
@@ -562,10 +566,13 @@ fn reclaim_shoots_down_cpus_that_cache_the_unmapped_pages() {
             }],
         ),
     );
-    assert!(sim.vm.get(Vm::PgStealFile) > 0, "file pages were reclaimed");
     assert!(
-        sim.cpus[1].irq.tlb > 0,
+        sim.k.vm.get(Vm::PgStealFile) > 0,
+        "file pages were reclaimed"
+    );
+    assert!(
+        sim.hw.cpus[1].irq.tlb > 0,
         "CPU 1 received the batched shootdown"
     );
-    assert!(sim.vm.get(Vm::NrTlbRemoteFlush) > 0);
+    assert!(sim.k.vm.get(Vm::NrTlbRemoteFlush) > 0);
 }

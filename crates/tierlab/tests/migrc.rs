@@ -5,6 +5,7 @@
 mod common;
 
 use common::{anon_rw, one_process as workload, tiered_config, BASE, PAGE};
+use tierlab::arch::Arch;
 use tierlab::check::ViolationKind;
 use tierlab::machine::tlb::tlb_data;
 use tierlab::mm::migrate::{MigrateMode, MigrateTarget};
@@ -32,7 +33,7 @@ fn vpn(i: u64) -> u32 {
 }
 
 fn pfn_of(sim: &Sim, i: u64) -> u32 {
-    pte::pfn(sim.mms[0].pgtable.get(vpn(i)))
+    pte::pfn(sim.k.mms[0].pgtable.get(vpn(i)))
 }
 
 /// Thread 0 writes N pages, makes them read-only, and moves them to node 1 (a sync migration:
@@ -58,25 +59,26 @@ fn readers_of_clean_ro_pages(migrc_break: &str) -> Sim {
     }
     let mut sim = Sim::new(config(migrc_break), workload(threads, vec![])).unwrap();
     sim.run(&mut |_| {}).unwrap();
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
     for i in 0..N {
-        let p = sim.mms[0].pgtable.get(vpn(i));
+        let p = sim.k.mms[0].pgtable.get(vpn(i));
         assert_eq!(
             p & (pte::WRITE | pte::DIRTY),
             0,
             "read-only and clean after migration"
         );
     }
+    let Arch::X86(x86) = &mut sim.k.arch;
     for c in 1..4 {
-        let cpu = &mut sim.cpus[c];
-        cpu.is_lazy = false;
+        let cpu = &mut sim.hw.cpus[c];
+        x86.cpus[c].is_lazy = false;
         let asid = cpu.cur_asid;
         for i in 0..N {
-            let p = sim.mms[0].pgtable.get(vpn(i));
+            let p = sim.k.mms[0].pgtable.get(vpn(i));
             cpu.stlb
                 .insert(vpn(i), asid, tlb_data(pte::pfn(p), false, false));
         }
-        cpu.asids[asid as usize].tlb_gen = sim.mms[0].tlb_gen;
+        x86.cpus[c].asids[asid as usize].tlb_gen = sim.k.mms[0].tlb_gen;
     }
     sim
 }
@@ -85,9 +87,10 @@ fn readers_of_clean_ro_pages(migrc_break: &str) -> Sim {
 fn migrate_async(sim: &mut Sim, from: u64, to: u64, node: usize) -> Vec<u32> {
     let folios: Vec<u32> = (from..to).map(|i| pfn_of(sim, i)).collect();
     for &f in &folios {
-        assert!(sim.folio_isolate_lru(f));
+        assert!(sim.k.folio_isolate_lru(f));
     }
-    let (moved, failed) = sim.migrate_pages(
+    let (moved, failed) = sim.k.migrate_pages(
+        &mut sim.hw,
         0,
         folios.clone(),
         &MigrateTarget::Node(node),
@@ -98,7 +101,7 @@ fn migrate_async(sim: &mut Sim, from: u64, to: u64, node: usize) -> Vec<u32> {
 }
 
 fn ipis(sim: &Sim) -> u64 {
-    sim.cpus.iter().map(|c| c.irq.tlb).sum()
+    sim.hw.cpus.iter().map(|c| c.irq.tlb).sum()
 }
 
 #[test]
@@ -107,23 +110,23 @@ fn read_only_folios_are_migrated_without_a_shootdown_and_tagged() {
     let before = ipis(&sim);
     let old = migrate_async(&mut sim, 0, 32, 0);
     assert_eq!(ipis(&sim), before, "the flush was deferred");
-    assert_eq!(sim.vm.get(Vm::MigrcDeferred), 32);
-    assert_eq!(sim.vm.get(Vm::MigrcDeferredBatches), 1);
+    assert_eq!(sim.k.vm.get(Vm::MigrcDeferred), 32);
+    assert_eq!(sim.k.vm.get(Vm::MigrcDeferredBatches), 1);
     assert_eq!(
-        sim.vm.get(Vm::MigrcIpisDeferred),
+        sim.k.vm.get(Vm::MigrcIpisDeferred),
         3,
         "three remote readers would have been IPI'd"
     );
     for &f in &old {
-        let p = sim.frames.get(f);
+        let p = sim.k.frames.get(f);
         assert!(p.has(pg::NEED_FLUSH) && p.flush_gen == 1);
     }
     // The stale read-only entries are covered by the pending flush: no violation.
-    sim.check_invariants("deferred");
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    sim.k.check_invariants(&sim.hw, "deferred");
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
     // Without MIGRC the same migration sends one IPI per remote CPU.
     let mut plain = readers_of_clean_ro_pages("none");
-    plain.cfg.kernel.migrc = false;
+    plain.k.cfg.kernel.migrc = false;
     let before = ipis(&plain);
     migrate_async(&mut plain, 0, 32, 0);
     assert_eq!(ipis(&plain) - before, 3);
@@ -133,11 +136,11 @@ fn read_only_folios_are_migrated_without_a_shootdown_and_tagged() {
 fn writable_or_dirty_folios_are_not_deferred() {
     let mut sim = readers_of_clean_ro_pages("none");
     // Make page 0 writable and page 1 dirty: neither qualifies.
-    *sim.mms[0].pgtable.get_mut(vpn(0)).unwrap() |= pte::WRITE;
-    *sim.mms[0].pgtable.get_mut(vpn(1)).unwrap() |= pte::DIRTY;
+    *sim.k.mms[0].pgtable.get_mut(vpn(0)).unwrap() |= pte::WRITE;
+    *sim.k.mms[0].pgtable.get_mut(vpn(1)).unwrap() |= pte::DIRTY;
     let before = ipis(&sim);
     migrate_async(&mut sim, 0, 2, 0);
-    assert_eq!(sim.vm.get(Vm::MigrcDeferred), 0);
+    assert_eq!(sim.k.vm.get(Vm::MigrcDeferred), 0);
     assert_eq!(ipis(&sim) - before, 3, "a normal batched flush");
 }
 
@@ -146,29 +149,29 @@ fn reuse_of_a_tagged_frame_flushes_every_older_generation_first() {
     let mut sim = readers_of_clean_ro_pages("none");
     let gen1 = migrate_async(&mut sim, 0, 16, 0);
     let gen2 = migrate_async(&mut sim, 16, 32, 0);
-    assert_eq!(sim.frames.get(gen1[0]).flush_gen, 1);
-    assert_eq!(sim.frames.get(gen2[0]).flush_gen, 2);
-    assert_eq!(sim.migrc.gen, 2);
-    assert_eq!(sim.migrc.done, 0);
+    assert_eq!(sim.k.frames.get(gen1[0]).flush_gen, 1);
+    assert_eq!(sim.k.frames.get(gen2[0]).flush_gen, 2);
+    assert_eq!(sim.k.migrc.gen, 2);
+    assert_eq!(sim.k.migrc.done, 0);
     // Allocate on node 1 until a tagged frame comes back out of CPU 0's pageset.
     let before = ipis(&sim);
     let mut got = vec![];
     while !got.iter().any(|p| gen1.contains(p) || gen2.contains(p)) {
-        got.push(sim.alloc_page(0, 1).unwrap());
+        got.push(sim.k.alloc_page(&mut sim.hw, 0, 1).unwrap());
     }
-    assert_eq!(sim.vm.get(Vm::MigrcFlushAlloc), 1);
+    assert_eq!(sim.k.vm.get(Vm::MigrcFlushAlloc), 1);
     assert_eq!(
-        sim.migrc.done, 2,
+        sim.k.migrc.done, 2,
         "all outstanding generations are flushed at once"
     );
     assert_eq!(ipis(&sim) - before, 3);
-    assert_eq!(sim.vm.get(Vm::MigrcFlushIpis), 3);
+    assert_eq!(sim.k.vm.get(Vm::MigrcFlushIpis), 3);
     // Later reuse of frames of either generation needs no further flush.
     for _ in 0..64 {
-        sim.alloc_page(0, 1).unwrap();
+        sim.k.alloc_page(&mut sim.hw, 0, 1).unwrap();
     }
-    assert_eq!(sim.vm.get(Vm::MigrcFlushAlloc), 1);
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    assert_eq!(sim.k.vm.get(Vm::MigrcFlushAlloc), 1);
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
 }
 
 #[test]
@@ -176,38 +179,39 @@ fn tagged_frames_flush_when_they_leave_buddy_too() {
     let mut sim = readers_of_clean_ro_pages("none");
     let old = migrate_async(&mut sim, 0, 32, 0);
     // Drain CPU 0's pageset of node 1 into buddy: the tagged frames now sit in buddy.
-    let now = sim.cpus[0].clock;
-    let cost = sim.cost.clone();
-    sim.nodes[1]
+    let now = sim.hw.cpus[0].clock;
+    let cost = sim.hw.cost.clone();
+    sim.k.nodes[1]
         .zone
-        .drain_pages(&mut sim.frames, 0, now, &cost);
+        .drain_pages(&mut sim.k.frames, 0, now, &cost);
     assert!(old
         .iter()
-        .all(|&f| sim.frames.get(f).has(pg::BUDDY) || !sim.frames.get(f).has(pg::PCP)));
+        .all(|&f| sim.k.frames.get(f).has(pg::BUDDY) || !sim.k.frames.get(f).has(pg::PCP)));
     let mut n = 0;
-    while sim.vm.get(Vm::MigrcFlushAlloc) == 0 {
-        sim.alloc_page(1, 1).unwrap();
+    while sim.k.vm.get(Vm::MigrcFlushAlloc) == 0 {
+        sim.k.alloc_page(&mut sim.hw, 1, 1).unwrap();
         n += 1;
         assert!(
             n < 20_000,
             "a tagged frame must come out of buddy eventually"
         );
     }
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
 }
 
 #[test]
 fn a_write_upgrade_gives_up_and_flushes_at_once() {
     let mut sim = readers_of_clean_ro_pages("none");
     migrate_async(&mut sim, 0, 32, 0);
-    assert!(!sim.migrc.pending.is_empty());
+    assert!(!sim.k.migrc.pending.is_empty());
     // mprotect back to RW, then a write fault upgrades a read-only PTE (do_wp_page).
-    sim.mms[0].vmas[0].prot = prot::READ | prot::WRITE;
-    sim.handle_mm_fault(0, 0, BASE + 40 * PAGE, AccessKind::Store)
+    sim.k.mms[0].vmas[0].prot = prot::READ | prot::WRITE;
+    sim.k
+        .handle_mm_fault(&mut sim.hw, 0, 0, BASE + 40 * PAGE, AccessKind::Store)
         .unwrap();
-    assert_eq!(sim.vm.get(Vm::MigrcFlushUpgrade), 1);
-    assert!(sim.migrc.pending.is_empty());
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    assert_eq!(sim.k.vm.get(Vm::MigrcFlushUpgrade), 1);
+    assert!(sim.k.migrc.pending.is_empty());
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
 }
 
 #[test]
@@ -215,23 +219,23 @@ fn migrc_pauses_before_direct_reclaim() {
     // migrc_pause flushes what is pending and stops deferring until migrc_resume.
     let mut sim = readers_of_clean_ro_pages("none");
     migrate_async(&mut sim, 0, 16, 0);
-    sim.migrc_pause(0);
-    assert_eq!(sim.vm.get(Vm::MigrcFlushPause), 1);
-    assert!(sim.migrc.pending.is_empty());
+    sim.k.migrc_pause(&mut sim.hw, 0);
+    assert_eq!(sim.k.vm.get(Vm::MigrcFlushPause), 1);
+    assert!(sim.k.migrc.pending.is_empty());
     migrate_async(&mut sim, 16, 32, 0);
     assert_eq!(
-        sim.vm.get(Vm::MigrcDeferred),
+        sim.k.vm.get(Vm::MigrcDeferred),
         16,
         "nothing deferred while paused"
     );
-    sim.migrc_resume();
+    sim.k.migrc_resume();
     migrate_async(&mut sim, 32, 48, 0);
-    assert_eq!(sim.vm.get(Vm::MigrcDeferred), 32);
+    assert_eq!(sim.k.vm.get(Vm::MigrcDeferred), 32);
     // The allocator pauses MIGRC when it is about to reclaim directly.
-    while sim.alloc_page(0, 0).is_some() {}
-    assert!(sim.vm.get(Vm::AllocStallNormal) > 0);
-    assert!(sim.vm.get(Vm::MigrcPause) >= 2);
-    assert_eq!(sim.migrc.paused, 0, "resumed after reclaim");
+    while sim.k.alloc_page(&mut sim.hw, 0, 0).is_some() {}
+    assert!(sim.k.vm.get(Vm::AllocStallNormal) > 0);
+    assert!(sim.k.vm.get(Vm::MigrcPause) >= 2);
+    assert_eq!(sim.k.migrc.paused, 0, "resumed after reclaim");
 }
 
 #[test]
@@ -240,30 +244,31 @@ fn checker_catches_reuse_without_the_deferred_flush() {
     let old = migrate_async(&mut sim, 0, 32, 0);
     let mut got = vec![];
     while !got.iter().any(|p| old.contains(p)) {
-        got.push(sim.alloc_page(0, 1).unwrap());
+        got.push(sim.k.alloc_page(&mut sim.hw, 0, 1).unwrap());
     }
-    assert!(sim.checker.count_of(ViolationKind::FrameReuse) > 0);
+    assert!(sim.k.checker.count_of(ViolationKind::FrameReuse) > 0);
     // Unbroken, the same sequence is clean.
     let mut ok = readers_of_clean_ro_pages("none");
     let old = migrate_async(&mut ok, 0, 32, 0);
     let mut got = vec![];
     while !got.iter().any(|p| old.contains(p)) {
-        got.push(ok.alloc_page(0, 1).unwrap());
+        got.push(ok.k.alloc_page(&mut ok.hw, 0, 1).unwrap());
     }
-    assert_eq!(ok.checker.count, 0);
+    assert_eq!(ok.k.checker.count, 0);
 }
 
 #[test]
 fn checker_catches_a_write_after_upgrade_without_flush() {
     let mut sim = readers_of_clean_ro_pages("upgrade_flush");
     migrate_async(&mut sim, 0, 32, 0);
-    sim.mms[0].vmas[0].prot = prot::READ | prot::WRITE;
-    sim.handle_mm_fault(0, 0, BASE + 5 * PAGE, AccessKind::Store)
+    sim.k.mms[0].vmas[0].prot = prot::READ | prot::WRITE;
+    sim.k
+        .handle_mm_fault(&mut sim.hw, 0, 0, BASE + 5 * PAGE, AccessKind::Store)
         .unwrap();
     assert!(
-        sim.checker.count_of(ViolationKind::StaleAfterUpgrade) > 0,
+        sim.k.checker.count_of(ViolationKind::StaleAfterUpgrade) > 0,
         "{:?}",
-        sim.checker.violations
+        sim.k.checker.violations
     );
 }
 
@@ -271,11 +276,13 @@ fn checker_catches_a_write_after_upgrade_without_flush() {
 fn checker_catches_a_stale_entry_surviving_munmap() {
     let mut sim = readers_of_clean_ro_pages("munmap_flush");
     migrate_async(&mut sim, 0, 32, 0);
-    sim.sys_munmap(0, 0, BASE, 32 * PAGE).unwrap();
-    assert!(sim.checker.count_of(ViolationKind::StaleAfterUnmap) > 0);
+    sim.k
+        .sys_munmap(&mut sim.hw, 0, 0, BASE, 32 * PAGE)
+        .unwrap();
+    assert!(sim.k.checker.count_of(ViolationKind::StaleAfterUnmap) > 0);
     // The real munmap flushes (a CPU that missed a generation flushes fully).
     let mut ok = readers_of_clean_ro_pages("none");
     migrate_async(&mut ok, 0, 32, 0);
-    ok.sys_munmap(0, 0, BASE, 32 * PAGE).unwrap();
-    assert_eq!(ok.checker.count, 0, "{:?}", ok.checker.violations);
+    ok.k.sys_munmap(&mut ok.hw, 0, 0, BASE, 32 * PAGE).unwrap();
+    assert_eq!(ok.k.checker.count, 0, "{:?}", ok.k.checker.violations);
 }

@@ -194,12 +194,12 @@ fn run_stress(migrc_break: &str) -> Sim {
 fn a_million_random_operations_with_migrc_keep_every_invariant() {
     let sim = run_stress("none");
     assert_eq!(
-        sim.checker.count, 0,
+        sim.k.checker.count, 0,
         "violations: {:?}",
-        sim.checker.violations
+        sim.k.checker.violations
     );
-    assert!(sim.checker.checks_run > 10);
-    let v = |c| sim.vm.get(c);
+    assert!(sim.k.checker.checks_run > 10);
+    let v = |c| sim.k.vm.get(c);
     // Every mechanism was exercised.
     assert!(v(Vm::MigrcDeferred) > 0, "MIGRC deferred nothing");
     assert!(v(Vm::MigrcFlushAlloc) > 0);
@@ -212,7 +212,7 @@ fn a_million_random_operations_with_migrc_keep_every_invariant() {
     assert!(v(Vm::NumaHintFaults) > 0);
     assert!(v(Vm::PgMigrateSuccess) > v(Vm::PgPromoteSuccess));
     assert!(v(Vm::PgStealFile) > 0, "reclaim dropped file pages");
-    let ipis: u64 = sim.cpus.iter().map(|c| c.irq.tlb).sum();
+    let ipis: u64 = sim.hw.cpus.iter().map(|c| c.irq.tlb).sum();
     assert!(ipis > 0);
 }
 
@@ -225,8 +225,8 @@ fn a_million_random_operations_with_migrc_keep_every_invariant() {
 fn the_munmap_break_is_caught_in_the_stress_run() {
     let sim = run_stress("munmap_flush");
     assert!(
-        sim.checker.count_of(ViolationKind::StaleAfterUnmap) > 0,
+        sim.k.checker.count_of(ViolationKind::StaleAfterUnmap) > 0,
         "expected StaleAfterUnmap, got {:?}",
-        sim.checker.violations.first()
+        sim.k.checker.violations.first()
     );
 }

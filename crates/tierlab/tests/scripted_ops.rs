@@ -34,7 +34,7 @@ fn pace_holds_the_access_rate_within_five_percent() {
     w.phases = vec!["paced".into()];
     let sim = run(config(1), w);
     let p = &sim.phase_stats[0];
-    let secs = sim.cycles_to_s(p.cycles);
+    let secs = sim.hw.cycles_to_s(p.cycles);
     let rate = p.accesses as f64 / secs;
     assert_eq!(p.accesses, 2000);
     assert!((rate - 1e6).abs() / 1e6 < 0.05, "rate {rate}");
@@ -44,10 +44,10 @@ fn pace_holds_the_access_rate_within_five_percent() {
 fn sleep_leaves_the_cpu_for_the_given_time() {
     let ops = vec![Op::Compute(1000), Op::Sleep(5_000_000), Op::Compute(1000)];
     let sim = run(config(1), one(ops));
-    let s = sim.cycles_to_s(sim.end_cycles());
+    let s = sim.hw.cycles_to_s(sim.hw.end_cycles());
     assert!((0.005..0.0051).contains(&s), "{s}");
     assert!(
-        sim.cpus[0].user_cycles < 10_000,
+        sim.hw.cpus[0].user_cycles < 10_000,
         "sleeping is not user time"
     );
 }
@@ -63,11 +63,11 @@ fn madvise_dontneed_frees_and_the_next_read_sees_zeroes() {
     });
     ops.push(Op::Load(BASE));
     let sim = run(config(1), one(ops));
-    assert_eq!(sim.nodes[0].nr_anon, 0);
-    assert_eq!(sim.vm.get(Vm::PgFree), 32);
+    assert_eq!(sim.k.nodes[0].nr_anon, 0);
+    assert_eq!(sim.k.vm.get(Vm::PgFree), 32);
     assert_eq!(
-        pte::pfn(sim.mms[0].pgtable.get((BASE / PAGE) as u32)),
-        sim.zero_pfn
+        pte::pfn(sim.k.mms[0].pgtable.get((BASE / PAGE) as u32)),
+        sim.k.zero_pfn
     );
 }
 
@@ -83,23 +83,24 @@ fn madvise_cold_deactivates_and_clears_young() {
     let mut sim = run(config(1), one(ops));
     // The run's MADV_COLD cleared the young bits; now make the pages active and advise again.
     for i in 0..8u64 {
-        let p = pte::pfn(sim.mms[0].pgtable.get((BASE / PAGE + i) as u32));
+        let p = pte::pfn(sim.k.mms[0].pgtable.get((BASE / PAGE + i) as u32));
         assert_eq!(
-            sim.mms[0].pgtable.get((BASE / PAGE + i) as u32) & pte::YOUNG,
+            sim.k.mms[0].pgtable.get((BASE / PAGE + i) as u32) & pte::YOUNG,
             0
         );
-        let node = &mut sim.nodes[0];
-        sim.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], p);
-        sim.frames.get_mut(p).flags |= tierlab::mm::page::pg::ACTIVE;
-        sim.frames.list_add(&mut node.lru[LRU_ACTIVE_ANON], p);
+        let node = &mut sim.k.nodes[0];
+        sim.k.frames.list_del(&mut node.lru[LRU_INACTIVE_ANON], p);
+        sim.k.frames.get_mut(p).flags |= tierlab::mm::page::pg::ACTIVE;
+        sim.k.frames.list_add(&mut node.lru[LRU_ACTIVE_ANON], p);
     }
-    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_ANON), 8);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_ACTIVE_ANON), 8);
     // The thread has exited but the mm is still there: advise again directly.
-    sim.sys_madvise(0, 0, BASE, 8 * PAGE, advice::MADV_COLD)
+    sim.k
+        .sys_madvise(&mut sim.hw, 0, 0, BASE, 8 * PAGE, advice::MADV_COLD)
         .unwrap();
-    assert_eq!(sim.nodes[0].lru_size(LRU_ACTIVE_ANON), 0);
-    assert_eq!(sim.nodes[0].lru_size(LRU_INACTIVE_ANON), 8);
-    assert_eq!(sim.vm.get(Vm::PgDeactivate), 8);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_ACTIVE_ANON), 0);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_INACTIVE_ANON), 8);
+    assert_eq!(sim.k.vm.get(Vm::PgDeactivate), 8);
 }
 
 #[test]
@@ -136,12 +137,12 @@ fn madvise_pageout_drops_clean_file_pages_and_keeps_anon_without_swap() {
             }],
         ),
     );
-    assert_eq!(sim.nodes[0].nr_file, 0, "clean file pages were reclaimed");
-    assert_eq!(sim.vm.get(Vm::PgStealFile), 16);
-    assert_eq!(sim.nodes[0].nr_anon, 16, "no swap: anon stays resident");
-    assert_eq!(sim.pageout_kept_no_swap, 16);
+    assert_eq!(sim.k.nodes[0].nr_file, 0, "clean file pages were reclaimed");
+    assert_eq!(sim.k.vm.get(Vm::PgStealFile), 16);
+    assert_eq!(sim.k.nodes[0].nr_anon, 16, "no swap: anon stays resident");
+    assert_eq!(sim.k.pageout_kept_no_swap, 16);
     assert_eq!(
-        sim.vm.get(Vm::PgDemoteDirect) + sim.vm.get(Vm::PgDemoteKswapd),
+        sim.k.vm.get(Vm::PgDemoteDirect) + sim.k.vm.get(Vm::PgDemoteKswapd),
         0,
         "no demotion"
     );
@@ -204,7 +205,7 @@ fn the_timeline_reports_region_residency_per_node() {
     let sim = run(config(1), w);
     let last = sim.timeline.last().unwrap();
     assert_eq!(last.regions[0], vec![48, 16]);
-    let j = sim.result_json(0.0);
+    let j = tierlab::RunResult::collect(&sim, 0.0).to_json();
     assert_eq!(
         j["timeline"].as_array().unwrap().last().unwrap()["regions"]["buf"],
         serde_json::json!([48, 16])

@@ -51,16 +51,16 @@ fn mode_2_scans_only_the_slow_tier() {
         no_auto_scan(),
         workload(vec![(Placement::Pinned(0), t0)], vec![]),
     );
-    let on_dram = sim.nodes[0].nr_anon;
-    let on_cxl = sim.nodes[1].nr_anon;
+    let on_dram = sim.k.nodes[0].nr_anon;
+    let on_cxl = sim.k.nodes[1].nr_anon;
     assert!(on_dram > 3000 && on_cxl > 1000, "{on_dram} / {on_cxl}");
-    let before = sim.vm.get(Vm::NumaPteUpdates);
-    sim.task_numa_work(0, 0, 100);
-    let marked = sim.vm.get(Vm::NumaPteUpdates) - before;
+    let before = sim.k.vm.get(Vm::NumaPteUpdates);
+    sim.k.task_numa_work(&mut sim.hw, 0, 0, 100);
+    let marked = sim.k.vm.get(Vm::NumaPteUpdates) - before;
     let mut protnone = [0u64; 2];
-    for (_, p) in sim.mms[0].pgtable.iter() {
+    for (_, p) in sim.k.mms[0].pgtable.iter() {
         if p & pte::PROTNONE != 0 {
-            protnone[sim.node_of_pfn(pte::pfn(p))] += 1;
+            protnone[sim.hw.node_of_pfn(pte::pfn(p))] += 1;
         }
     }
     assert_eq!(
@@ -69,8 +69,8 @@ fn mode_2_scans_only_the_slow_tier() {
     );
     assert_eq!(protnone[1], marked);
     assert!(marked > 0);
-    sim.check_invariants("after scan");
-    assert_eq!(sim.checker.count, 0);
+    sim.k.check_invariants(&sim.hw, "after scan");
+    assert_eq!(sim.k.checker.count, 0);
 }
 
 fn sim_with_slow_page() -> (Sim, u32) {
@@ -80,10 +80,10 @@ fn sim_with_slow_page() -> (Sim, u32) {
         no_auto_scan(),
         workload(vec![(Placement::Pinned(0), t0)], vec![]),
     );
-    let pfn = pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
-    assert_eq!(sim.node_of_pfn(pfn), 1);
+    let pfn = pte::pfn(sim.k.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
+    assert_eq!(sim.hw.node_of_pfn(pfn), 1);
     // Ten simulated seconds in, so latencies and windows are well defined.
-    sim.cpus[0].clock = (10.0 * 2.2e9) as u64;
+    sim.hw.cpus[0].clock = (10.0 * 2.2e9) as u64;
     (sim, pfn)
 }
 
@@ -91,26 +91,26 @@ fn sim_with_slow_page() -> (Sim, u32) {
 fn hot_threshold_accepts_recent_and_rejects_old_scans() {
     let (mut sim, pfn) = sim_with_slow_page();
     assert!(
-        !sim.pgdat_free_space_enough(0),
+        !sim.k.pgdat_free_space_enough(0),
         "a small DRAM node never has 1 GiB spare"
     );
-    let now = sim.now_ms(0) as u32;
-    sim.frames.get_mut(pfn).numa_access_ms = now - 500;
+    let now = sim.hw.now_ms(0) as u32;
+    sim.k.frames.get_mut(pfn).numa_access_ms = now - 500;
     assert!(
-        sim.should_numa_migrate_memory(0, pfn, 1, 0),
+        sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0),
         "500 ms < 1000 ms threshold"
     );
-    sim.frames.get_mut(pfn).numa_access_ms = now - 1500;
+    sim.k.frames.get_mut(pfn).numa_access_ms = now - 1500;
     assert!(
-        !sim.should_numa_migrate_memory(0, pfn, 1, 0),
+        !sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0),
         "1500 ms is too cold"
     );
     // The fault stored its time: an immediate second fault is hot.
-    assert!(sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    assert!(sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0));
     // Only latency-passing faults are promotion candidates.
-    assert_eq!(sim.vm.get(Vm::PgPromoteCandidate), 2);
+    assert_eq!(sim.k.vm.get(Vm::PgPromoteCandidate), 2);
     // A top-tier source is not a tiering promotion.
-    assert!(!sim.should_numa_migrate_memory(0, pfn, 0, 0));
+    assert!(!sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 0, 0));
 }
 
 #[test]
@@ -120,13 +120,13 @@ fn rate_limit_engages_when_set_low() {
     let limit = 1u64 << (20 - 12);
     let now = 10_000;
     let refused: Vec<bool> = (0..300)
-        .map(|_| sim.numa_promotion_rate_limit(0, limit, 1, now))
+        .map(|_| sim.k.numa_promotion_rate_limit(0, limit, 1, now))
         .collect();
     // The first call opens the 1-second window; 256 candidates later the limit binds.
     assert!(refused[..255].iter().all(|r| !r));
     assert!(refused[256..].iter().all(|r| *r));
     // A new second resets the window.
-    assert!(!sim.numa_promotion_rate_limit(0, limit, 1, now + 1001));
+    assert!(!sim.k.numa_promotion_rate_limit(0, limit, 1, now + 1001));
 }
 
 #[test]
@@ -138,8 +138,8 @@ fn hot_threshold_adjusts_in_125_ms_steps_within_bounds() {
     // No candidates at all: too few → the threshold loosens toward 2 s.
     for _ in 0..12 {
         now += 60_001;
-        sim.numa_promotion_adjust_threshold(0, limit, 1000, now);
-        seen.push(sim.nodes[0].numab.nbp_threshold);
+        sim.k.numa_promotion_adjust_threshold(0, limit, 1000, now);
+        seen.push(sim.k.nodes[0].numab.nbp_threshold);
     }
     assert_eq!(
         &seen[..9],
@@ -150,9 +150,10 @@ fn hot_threshold_adjusts_in_125_ms_steps_within_bounds() {
     seen.clear();
     for _ in 0..20 {
         now += 60_001;
-        sim.nodes[0].numab.pgpromote_candidate += 1000;
-        sim.numa_promotion_adjust_threshold(0, small_limit, 1000, now);
-        seen.push(sim.nodes[0].numab.nbp_threshold);
+        sim.k.nodes[0].numab.pgpromote_candidate += 1000;
+        sim.k
+            .numa_promotion_adjust_threshold(0, small_limit, 1000, now);
+        seen.push(sim.k.nodes[0].numab.nbp_threshold);
     }
     assert_eq!(seen[0], 1875);
     assert!(seen
@@ -160,31 +161,35 @@ fn hot_threshold_adjusts_in_125_ms_steps_within_bounds() {
         .all(|w| w[0] - w[1] == 125 || (w[0] == 125 && w[1] == 125)));
     assert_eq!(*seen.last().unwrap(), 125);
     // Within one period nothing moves.
-    sim.numa_promotion_adjust_threshold(0, small_limit, 1000, now + 10);
-    assert_eq!(sim.nodes[0].numab.nbp_threshold, 125);
+    sim.k
+        .numa_promotion_adjust_threshold(0, small_limit, 1000, now + 10);
+    assert_eq!(sim.k.nodes[0].numab.nbp_threshold, 125);
 }
 
 #[test]
 fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
     let (mut sim, pfn) = sim_with_slow_page();
-    let z = &sim.nodes[0].zone;
+    let z = &sim.k.nodes[0].zone;
     assert!(
         z.nr_free <= z.wmark.high + 1,
         "DRAM filled to its low watermark"
     );
-    assert!(!sim.nodes[0].kswapd_awake);
-    assert!(!sim.migrate_misplaced_folio_prepare(pfn, 0));
-    assert!(sim.nodes[0].kswapd_awake, "kswapd woken on the target node");
+    assert!(!sim.k.nodes[0].kswapd_awake);
+    assert!(!sim.k.migrate_misplaced_folio_prepare(&mut sim.hw, pfn, 0));
+    assert!(
+        sim.k.nodes[0].kswapd_awake,
+        "kswapd woken on the target node"
+    );
     // With room above high + 1 (lower the marks instead of freeing memory), the folio is
     // isolated and promoted.
-    let w = &mut sim.nodes[0].zone.wmark;
+    let w = &mut sim.k.nodes[0].zone.wmark;
     (w.min, w.low, w.high) = (0, 0, 0);
-    assert!(sim.migrate_misplaced_folio_prepare(pfn, 0));
-    assert!(sim.migrate_misplaced_folio(0, pfn, 1, 0));
-    assert_eq!(sim.vm.get(Vm::PgPromoteSuccess), 1);
-    assert_eq!(sim.vm.get(Vm::NumaPagesMigrated), 1);
-    let p = sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32);
-    assert_eq!(sim.node_of_pfn(pte::pfn(p)), 0, "remapped to DRAM");
+    assert!(sim.k.migrate_misplaced_folio_prepare(&mut sim.hw, pfn, 0));
+    assert!(sim.k.migrate_misplaced_folio(&mut sim.hw, 0, pfn, 1, 0));
+    assert_eq!(sim.k.vm.get(Vm::PgPromoteSuccess), 1);
+    assert_eq!(sim.k.vm.get(Vm::NumaPagesMigrated), 1);
+    let p = sim.k.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32);
+    assert_eq!(sim.hw.node_of_pfn(pte::pfn(p)), 0, "remapped to DRAM");
     assert!(
         p & pte::WRITE != 0,
         "the migration entry kept write permission"
@@ -213,45 +218,57 @@ fn a_batch_of_unmaps_sends_one_ipi_per_remote_cpu_and_protnone_queues_none() {
     cfg.kernel.numa_balancing = 0;
     let mut sim = run(cfg, workload(threads, vec![]));
     let folios: Vec<u32> = (0..100)
-        .map(|i| pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
+        .map(|i| pte::pfn(sim.k.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
         .collect();
     for &f in &folios {
-        assert!(sim.folio_isolate_lru(f));
+        assert!(sim.k.folio_isolate_lru(f));
     }
-    let before: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
-    let (moved, failed) = sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Async);
+    let before: Vec<u64> = sim.hw.cpus.iter().map(|c| c.irq.tlb).collect();
+    let (moved, failed) = sim.k.migrate_pages(
+        &mut sim.hw,
+        0,
+        folios,
+        &MigrateTarget::Node(1),
+        MigrateMode::Async,
+    );
     assert_eq!((moved, failed.len()), (100, 0));
     for (c, b) in before.iter().enumerate().skip(1) {
         assert_eq!(
-            sim.cpus[c].irq.tlb - b,
+            sim.hw.cpus[c].irq.tlb - b,
             1,
             "CPU {c}: one IPI for a batch of 100"
         );
     }
-    assert_eq!(sim.cpus[0].irq.tlb, before[0]);
+    assert_eq!(sim.hw.cpus[0].irq.tlb, before[0]);
     // PROT_NONE PTEs are inaccessible: migrating them queues no flush at all.
     let folios: Vec<u32> = (100..150)
         .map(|i| {
             let vpn = ((BASE >> 12) + i) as u32;
-            let slot = sim.mms[0].pgtable.get_mut(vpn).unwrap();
+            let slot = sim.k.mms[0].pgtable.get_mut(vpn).unwrap();
             *slot = (*slot & !pte::PRESENT) | pte::PROTNONE;
             pte::pfn(*slot)
         })
         .collect();
     // (A real scan flushed these when it made them PROT_NONE.)
     for c in 0..4 {
-        let asid = sim.cpus[c].cur_asid;
-        sim.cpus[c].flush_asid(asid);
+        let asid = sim.hw.cpus[c].cur_asid;
+        sim.hw.cpus[c].flush_asid(asid);
     }
     for &f in &folios {
-        assert!(sim.folio_isolate_lru(f));
+        assert!(sim.k.folio_isolate_lru(f));
     }
-    let before: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
-    sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Async);
-    let after: Vec<u64> = sim.cpus.iter().map(|c| c.irq.tlb).collect();
+    let before: Vec<u64> = sim.hw.cpus.iter().map(|c| c.irq.tlb).collect();
+    sim.k.migrate_pages(
+        &mut sim.hw,
+        0,
+        folios,
+        &MigrateTarget::Node(1),
+        MigrateMode::Async,
+    );
+    let after: Vec<u64> = sim.hw.cpus.iter().map(|c| c.irq.tlb).collect();
     assert_eq!(before, after, "no shootdown for PROT_NONE PTEs");
-    sim.check_invariants("end");
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    sim.k.check_invariants(&sim.hw, "end");
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
 }
 
 #[test]
@@ -272,15 +289,21 @@ fn sync_migration_flushes_each_page_instead_of_batching() {
         ),
     );
     let folios: Vec<u32> = (0..10)
-        .map(|i| pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
+        .map(|i| pte::pfn(sim.k.mms[0].pgtable.get(((BASE >> 12) + i) as u32)))
         .collect();
     for &f in &folios {
-        sim.folio_isolate_lru(f);
+        sim.k.folio_isolate_lru(f);
     }
-    let before = sim.cpus[1].irq.tlb;
-    sim.migrate_pages(0, folios, &MigrateTarget::Node(1), MigrateMode::Sync);
+    let before = sim.hw.cpus[1].irq.tlb;
+    sim.k.migrate_pages(
+        &mut sim.hw,
+        0,
+        folios,
+        &MigrateTarget::Node(1),
+        MigrateMode::Sync,
+    );
     assert_eq!(
-        sim.cpus[1].irq.tlb - before,
+        sim.hw.cpus[1].irq.tlb - before,
         10,
         "MIGRATE_SYNC: ptep_clear_flush per page"
     );
@@ -315,21 +338,21 @@ fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
         ),
     );
     assert!(
-        sim.vm.get(Vm::PgMigrateFail) > 0,
+        sim.k.vm.get(Vm::PgMigrateFail) > 0,
         "demotion to the full node failed"
     );
     assert!(
-        sim.vm.get(Vm::PgStealFile) > 0,
+        sim.k.vm.get(Vm::PgStealFile) > 0,
         "…and reclaim dropped clean file pages instead"
     );
-    assert!(sim.vm.get(Vm::PgScanKswapd) + sim.vm.get(Vm::PgScanDirect) > 0);
+    assert!(sim.k.vm.get(Vm::PgScanKswapd) + sim.k.vm.get(Vm::PgScanDirect) > 0);
 }
 
 #[test]
 fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
     // 6000 pages: ~3700 fit in DRAM, the hot last 800 land on the slow node.
     let sim = run(tiered_config(&[]), hot_tail_workload(6000, 800, 60_000));
-    let v = |c| sim.vm.get(c);
+    let v = |c| sim.k.vm.get(c);
     assert!(v(Vm::NumaPteUpdates) > 0);
     assert!(v(Vm::NumaHintFaults) > 0);
     assert_eq!(
@@ -358,8 +381,8 @@ fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
     // The hot set moved: most of it now lives in DRAM.
     let hot_in_dram = (5200..6000u64)
         .filter(|i| {
-            let p = sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32);
-            sim.node_of_pfn(pte::pfn(p)) == 0
+            let p = sim.k.mms[0].pgtable.get(((BASE >> 12) + i) as u32);
+            sim.hw.node_of_pfn(pte::pfn(p)) == 0
         })
         .count();
     assert!(
@@ -390,30 +413,30 @@ fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
 fn without_demotion_kswapd_cannot_make_room_and_promotions_stall() {
     let cfg = tiered_config(&["vm.demotion_enabled=false"]);
     let sim = run(cfg, hot_tail_workload(6000, 800, 20_000));
-    assert_eq!(sim.vm.get(Vm::PgDemoteKswapd), 0);
-    assert!(sim.vm.get(Vm::NumaHintFaults) > 0);
+    assert_eq!(sim.k.vm.get(Vm::PgDemoteKswapd), 0);
+    assert!(sim.k.vm.get(Vm::NumaHintFaults) > 0);
     assert!(
-        sim.vm.get(Vm::PgPromoteSuccess) < 50,
+        sim.k.vm.get(Vm::PgPromoteSuccess) < 50,
         "{}",
-        sim.vm.get(Vm::PgPromoteSuccess)
+        sim.k.vm.get(Vm::PgPromoteSuccess)
     );
 }
 
 #[test]
 fn scan_period_follows_task_scan_min() {
     let (mut sim, _) = sim_with_slow_page();
-    let cfg = &mut sim.cfg.kernel;
+    let cfg = &mut sim.k.cfg.kernel;
     (
         cfg.numa_balancing_scan_size_mb,
         cfg.numa_balancing_scan_period_min_ms,
     ) = (256, 1000);
     // RSS ~6000 pages: one 256 MB window → max(100 ms floor, 1000 ms / 1) = 1000 ms.
-    assert_eq!(sim.task_scan_min_ms(0), 1000);
+    assert_eq!(sim.k.task_scan_min_ms(0), 1000);
     // 23 windows (XSBench large): 1000 / 23 = 43 ms, below the 100 ms floor.
-    sim.mms[0].rss_anon = 23 * 65536;
-    assert_eq!(sim.task_scan_min_ms(0), 100);
-    sim.mms[0].rss_anon = 4 * 65536;
-    assert_eq!(sim.task_scan_min_ms(0), 250);
+    sim.k.mms[0].rss_anon = 23 * 65536;
+    assert_eq!(sim.k.task_scan_min_ms(0), 100);
+    sim.k.mms[0].rss_anon = 4 * 65536;
+    assert_eq!(sim.k.task_scan_min_ms(0), 250);
 }
 
 #[test]
@@ -444,14 +467,17 @@ fn move_pages_moves_a_range_with_a_flush_per_page() {
             vec![],
         ),
     );
-    let node_of =
-        |i: u64| sim.node_of_pfn(pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + i) as u32)));
+    let node_of = |i: u64| {
+        sim.hw.node_of_pfn(pte::pfn(
+            sim.k.mms[0].pgtable.get(((BASE >> 12) + i) as u32),
+        ))
+    };
     assert!((0..16).all(|i| node_of(i) == 1));
     assert!((16..64).all(|i| node_of(i) == 0));
-    assert_eq!(sim.vm.get(Vm::PgMigrateSuccess), 16);
-    assert_eq!(sim.nodes[1].nr_anon, 16);
+    assert_eq!(sim.k.vm.get(Vm::PgMigrateSuccess), 16);
+    assert_eq!(sim.k.nodes[1].nr_anon, 16);
     // MIGRATE_SYNC: each of the 16 PTEs was flushed on its own, so CPU 1 took 16 IPIs.
-    assert_eq!(sim.cpus[1].irq.tlb, 16);
+    assert_eq!(sim.hw.cpus[1].irq.tlb, 16);
     // The moved pages were remapped old: CPU 1's re-read set the Accessed bit again.
     assert!(sim.perf_total().get(tierlab::stats::Perf::AbitAssists) >= 16);
 }

@@ -25,10 +25,14 @@ fn fill(pages: u64) -> tierlab::workload::Workload {
 #[test]
 fn kswapd_keeps_the_top_tier_above_the_demotion_watermark() {
     let sim = run(
-        tiered(&["vm.demote_scale_factor=1000", "kernel.numa_balancing=0"]),
+        tiered(&[
+            "kernel.tiering_policy=tpp",
+            "vm.demote_scale_factor=1000",
+            "kernel.numa_balancing=0",
+        ]),
         fill(6000),
     );
-    let n = &sim.nodes[0];
+    let n = &sim.k.nodes[0];
     // WMARK_DEMOTE = high + 10 % of the node.
     assert_eq!(
         n.demote_wmark,
@@ -40,47 +44,49 @@ fn kswapd_keeps_the_top_tier_above_the_demotion_watermark() {
         n.zone.nr_free,
         n.demote_wmark
     );
-    assert!(sim.vm.get(Vm::PgDemoteKswapd) > 0);
+    assert!(sim.k.vm.get(Vm::PgDemoteKswapd) > 0);
     // Upstream (no decoupling): allocation falls back to the slow node at the low watermark
     // without waking kswapd, so the top tier stays full.
     let plain = run(tiered(&["kernel.numa_balancing=0"]), fill(6000));
-    let z = &plain.nodes[0].zone;
-    assert_eq!(plain.nodes[0].demote_wmark, 0);
+    let z = &plain.k.nodes[0].zone;
+    assert_eq!(plain.k.nodes[0].demote_wmark, 0);
     assert!(z.nr_free < n.demote_wmark, "free {} without TPP", z.nr_free);
-    assert_eq!(plain.vm.get(Vm::PgDemoteKswapd), 0);
+    assert_eq!(plain.k.vm.get(Vm::PgDemoteKswapd), 0);
 }
 
 fn slow_page_sim(sets: &[&str]) -> (Sim, u32) {
     let mut all = vec!["kernel.numa_balancing_scan_delay_ms=100000"];
     all.extend_from_slice(sets);
     let sim = run(tiered(&all), fill(6000));
-    let pfn = pte::pfn(sim.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
-    assert_eq!(sim.node_of_pfn(pfn), 1);
+    let pfn = pte::pfn(sim.k.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32));
+    assert_eq!(sim.hw.node_of_pfn(pfn), 1);
     (sim, pfn)
 }
 
 #[test]
 fn active_lru_promotion_needs_a_second_fault_and_an_active_folio() {
-    let (mut sim, pfn) = slow_page_sim(&["kernel.numa_balancing_active_lru_promotion=on"]);
-    let f = |s: &Sim| s.frames.get(pfn).flags;
+    let (mut sim, pfn) = slow_page_sim(&["kernel.tiering_policy=tpp", "vm.demote_scale_factor=0"]);
+    let f = |s: &Sim| s.k.frames.get(pfn).flags;
     assert_eq!(f(&sim) & (pg::ACTIVE | pg::REFERENCED), 0);
     // First fault: marked referenced, not promoted.
-    assert!(!sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    assert!(!sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0));
     assert!(f(&sim) & pg::REFERENCED != 0);
     // Second fault: activated, still not promoted.
-    assert!(!sim.should_numa_migrate_memory(0, pfn, 1, 0));
+    assert!(!sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0));
     assert!(f(&sim) & pg::ACTIVE != 0);
-    assert_eq!(sim.vm.get(Vm::PgActivate), 1);
+    assert_eq!(sim.k.vm.get(Vm::PgActivate), 1);
     // Third fault: an active folio is promoted, whatever its scan time.
-    sim.frames.get_mut(pfn).numa_access_ms = 0;
-    assert!(sim.should_numa_migrate_memory(0, pfn, 1, 0));
-    sim.check_invariants("after activation");
-    assert_eq!(sim.checker.count, 0, "{:?}", sim.checker.violations);
+    sim.k.frames.get_mut(pfn).numa_access_ms = 0;
+    assert!(sim.k.should_numa_migrate_memory(&mut sim.hw, 0, pfn, 1, 0));
+    sim.k.check_invariants(&sim.hw, "after activation");
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
     // Without the switch the hot threshold decides instead (a stale scan time is rejected).
     let (mut plain, pfn) = slow_page_sim(&[]);
-    plain.cpus[0].clock = (10.0 * 2.2e9) as u64;
-    plain.frames.get_mut(pfn).numa_access_ms = 0;
-    assert!(!plain.should_numa_migrate_memory(0, pfn, 1, 0));
+    plain.hw.cpus[0].clock = (10.0 * 2.2e9) as u64;
+    plain.k.frames.get_mut(pfn).numa_access_ms = 0;
+    assert!(!plain
+        .k
+        .should_numa_migrate_memory(&mut plain.hw, 0, pfn, 1, 0));
 }
 
 #[test]
@@ -110,13 +116,10 @@ fn promotion_and_demotion_counters_split_by_anon_and_file() {
         threads.push((Placement::Pinned(t as u32), ops));
     }
     let sim = run(
-        tiered(&[
-            "vm.demote_scale_factor=200",
-            "kernel.numa_balancing_active_lru_promotion=on",
-        ]),
+        tiered(&["kernel.tiering_policy=tpp"]),
         workload(threads, vec![]),
     );
-    let v = |c| sim.vm.get(c);
+    let v = |c| sim.k.vm.get(c);
     assert!(v(Vm::PgPromoteSuccess) > 0);
     assert_eq!(
         v(Vm::PgPromoteAnon),
@@ -157,17 +160,18 @@ fn sporadic(sets: &[&str]) -> Sim {
         }
         threads.push((Placement::Pinned(t as u32), ops));
     }
-    let mut all = vec!["vm.demote_scale_factor=200"];
+    let mut all = vec!["kernel.tiering_policy=tpp"];
     all.extend_from_slice(sets);
     run(tiered(&all), workload(threads, vec![]))
 }
 
 #[test]
 fn tpp_promotes_far_less_than_the_hot_threshold_on_sporadic_accesses() {
-    let hot_threshold = sporadic(&[]);
-    let tpp = sporadic(&["kernel.numa_balancing_active_lru_promotion=on"]);
-    let a = hot_threshold.vm.get(Vm::PgPromoteSuccess);
-    let b = tpp.vm.get(Vm::PgPromoteSuccess);
+    // Both with TPP's demotion watermark; only the promotion gate differs.
+    let hot_threshold = sporadic(&["kernel.numa_balancing_active_lru_promotion=off"]);
+    let tpp = sporadic(&[]);
+    let a = hot_threshold.k.vm.get(Vm::PgPromoteSuccess);
+    let b = tpp.k.vm.get(Vm::PgPromoteSuccess);
     eprintln!("sporadic accesses: hot threshold promoted {a}, TPP {b}");
     assert!(a > 100, "hot-threshold promotions {a}");
     assert!(b * 3 < a, "TPP {b} vs hot threshold {a}");

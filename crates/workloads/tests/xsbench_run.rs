@@ -1,7 +1,7 @@
 //! XSBench end to end on the simulator: determinism and the expected counter shape.
 
 use serde_json::Value;
-use tierlab::{Config, Sim};
+use tierlab::{Config, Simulation};
 
 /// A small XSBench run on a 4-CPU, one-node machine (strict invariant checks).
 fn scenario(seed: u64) -> Config {
@@ -32,9 +32,8 @@ timeline_interval_ms = 5
 
 fn run(cfg: Config) -> Value {
     let w = workloads::build(&cfg, "test.toml").unwrap();
-    let mut sim = Sim::new(cfg, w).unwrap();
-    sim.run(&mut |_| {}).unwrap();
-    let mut v = sim.result_json(0.0);
+    let mut sim = Simulation::new(cfg, w).unwrap();
+    let mut v = sim.run(&mut |_| {}).unwrap().to_json();
     // Wall-clock fields are the only ones allowed to differ.
     v["wall_seconds"] = Value::Null;
     v["accesses_per_wall_second"] = Value::Null;

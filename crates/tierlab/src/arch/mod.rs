@@ -98,6 +98,13 @@ impl Kernel {
         }
     }
 
+    /// Whether CPU `c` is in lazy TLB mode (idle, its last mm still loaded).
+    pub fn cpu_is_lazy(&self, c: usize) -> bool {
+        match &self.arch {
+            Arch::X86(x) => x.cpus[c].is_lazy,
+        }
+    }
+
     /// flush_tlb_range: flush pages [start_vpn, end_vpn) of `mm` wherever they may be cached.
     pub fn flush_tlb_range(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
         let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);

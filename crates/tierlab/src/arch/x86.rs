@@ -49,7 +49,10 @@ pub struct X86 {
 
 impl X86 {
     pub fn new(cfg: &Config) -> X86 {
-        let slot = AsidSlot { mm: NIL, tlb_gen: 0 };
+        let slot = AsidSlot {
+            mm: NIL,
+            tlb_gen: 0,
+        };
         let state = TlbState {
             loaded_mm: NIL,
             is_lazy: false,

@@ -2,9 +2,9 @@
 //! zonelist at the low watermark, then the slow path (wake kswapd, min watermark, direct
 //! reclaim). Per-zone mechanics (buddy, per-CPU pagesets, zone lock) are in page_alloc.rs.
 
-use crate::mm::page::{pg, NIL};
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::page::{pg, NIL};
 use crate::stats::Vm;
 
 impl Kernel {
@@ -29,7 +29,12 @@ impl Kernel {
         got
     }
 
-    fn direct_reclaim_and_retry(&mut self, m: &mut Machine, c: usize, preferred: usize) -> Option<u32> {
+    fn direct_reclaim_and_retry(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        preferred: usize,
+    ) -> Option<u32> {
         for _ in 0..crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             self.vm.inc(Vm::AllocStallNormal);
             let reclaimed = self.try_to_free_pages(m, c, preferred);
@@ -43,7 +48,13 @@ impl Kernel {
         None
     }
 
-    fn alloc_from_zonelist(&mut self, m: &mut Machine, c: usize, preferred: usize, at_min: bool) -> Option<u32> {
+    fn alloc_from_zonelist(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        preferred: usize,
+        at_min: bool,
+    ) -> Option<u32> {
         for i in 0..self.nodes[preferred].zonelist.len() {
             let n = self.nodes[preferred].zonelist[i] as usize;
             if let Some(pfn) = self.rmqueue_node(m, c, preferred, n, at_min) {
@@ -55,7 +66,8 @@ impl Kernel {
 
     /// One zone's try in get_page_from_freelist: the watermark check, rmqueue, zone_statistics.
     pub(crate) fn rmqueue_node(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         preferred: usize,
         n: usize,
@@ -95,7 +107,13 @@ impl Kernel {
 
     /// __GFP_THISNODE without direct reclaim (migration targets): the low watermark, then,
     /// if the gfp mask allows waking kswapd, a wakeup and a retry at min.
-    pub fn alloc_page_thisnode(&mut self, m: &mut Machine, c: usize, n: usize, wake_kswapd: bool) -> Option<u32> {
+    pub fn alloc_page_thisnode(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        n: usize,
+        wake_kswapd: bool,
+    ) -> Option<u32> {
         if let Some(pfn) = self.rmqueue_node(m, c, n, n, false) {
             return Some(pfn);
         }

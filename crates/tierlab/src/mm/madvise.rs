@@ -3,17 +3,18 @@
 //! swap device modelled, MADV_PAGEOUT cannot reclaim anon pages: they stay resident and are
 //! counted in `pageout_kept_no_swap`.
 
-use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
-use crate::mm::vmscan::Reclaimer;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
+use crate::mm::vmscan::Reclaimer;
 use crate::sim::SimError;
 use crate::stats::Vm;
 use crate::workload::advice;
 
 impl Kernel {
     pub fn sys_madvise(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,

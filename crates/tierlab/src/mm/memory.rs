@@ -1,10 +1,10 @@
 //! Page faults (mm/memory.c): `handle_mm_fault` → `handle_pte_fault` → anonymous, file and
 //! write-protect faults. Every fault charges its cost to the faulting CPU.
 
-use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::sim::AccessKind;
 use crate::stats::Vm;
 use crate::workload::prot;
@@ -12,7 +12,8 @@ use crate::workload::prot;
 impl Kernel {
     /// handle_mm_fault: resolve a fault at `vaddr` for thread memory `mm`, or report the signal.
     pub fn handle_mm_fault(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         mm: usize,
         vaddr: u64,
@@ -58,7 +59,8 @@ impl Kernel {
 
     /// do_anonymous_page: a read maps the shared zero page; a write allocates a zeroed frame.
     fn do_anonymous_page(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         mm: usize,
         vpn: u32,
@@ -82,7 +84,13 @@ impl Kernel {
     }
 
     /// Allocate, zero and account a new anonymous frame for (mm, vpn) and put it on the LRU.
-    fn alloc_user_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) -> Result<u32, String> {
+    fn alloc_user_page(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+    ) -> Result<u32, String> {
         let node = m.cpus[c].node as usize;
         let pfn = self.alloc_page(m, c, node).ok_or_else(|| {
             "out of memory: no node can satisfy an order-0 allocation".to_string()
@@ -103,7 +111,8 @@ impl Kernel {
     /// do_read_fault / do_shared_fault through filemap_fault: find or read the page-cache
     /// page and map it (writable only on a write fault, so the first write is tracked).
     fn do_file_fault(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         mm: usize,
         vma: &crate::mm::mm_types::Vma,
@@ -159,7 +168,14 @@ impl Kernel {
     }
 
     /// do_wp_page: a write to a present read-only PTE of a writable VMA.
-    fn do_wp_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, p: u64) -> Result<(), String> {
+    fn do_wp_page(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        p: u64,
+    ) -> Result<(), String> {
         m.charge_sys(c, m.cost.wp_fault_cycles as u64);
         let pfn = pte::pfn(p);
         if pfn == self.zero_pfn {

@@ -2,10 +2,10 @@
 //! up to 512 pages — unmap every folio into migration entries, one TLB flush, copy, remap
 //! from the migration entries, free the sources.
 
-use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::sim::SimError;
 use crate::stats::Vm;
 
@@ -33,7 +33,12 @@ pub enum MigrateTarget {
 }
 
 impl Kernel {
-    fn alloc_migration_target(&mut self, m: &mut Machine, c: usize, target: &MigrateTarget) -> Option<u32> {
+    fn alloc_migration_target(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        target: &MigrateTarget,
+    ) -> Option<u32> {
         match target {
             MigrateTarget::Demote { target, allowed } => {
                 if let Some(p) = self.alloc_page_thisnode(m, c, *target, true) {
@@ -52,7 +57,8 @@ impl Kernel {
     /// migrate_pages: move isolated folios. Returns the number moved and the folios that
     /// could not be (still isolated, for the caller to put back).
     pub fn migrate_pages(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         folios: Vec<u32>,
         target: &MigrateTarget,
@@ -137,7 +143,14 @@ impl Kernel {
 
     /// migrate_folio_move: copy the data and flags, switch the page cache slot, put the new
     /// folio on its node's LRU, restore the mappings and free the source.
-    fn migrate_folio_move(&mut self, m: &mut Machine, c: usize, src: u32, dst: u32, migrc_gen: Option<u32>) {
+    fn migrate_folio_move(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        src: u32,
+        dst: u32,
+        migrc_gen: Option<u32>,
+    ) {
         let (sn, dn) = (m.node_of_pfn(src), m.node_of_pfn(dst));
         let gbps = self.cfg.machine.nodes[sn]
             .read_bandwidth_gbps
@@ -191,7 +204,8 @@ impl Kernel {
     /// MIGRATE_SYNC. Unmapped pages and the zero page are skipped, as -EFAULT / -ENOENT
     /// entries in the status array would report.
     pub(crate) fn sys_move_pages(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,

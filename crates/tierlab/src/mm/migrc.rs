@@ -13,10 +13,10 @@
 
 use crate::arch::ArchTlbBatch;
 use crate::config::MigrcBreak;
-use crate::mm::mm_types::CpuMask;
-use crate::mm::page::pg;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::mm_types::CpuMask;
+use crate::mm::page::pg;
 use crate::stats::Vm;
 
 #[derive(Clone, Debug, Default)]

@@ -1,11 +1,11 @@
 //! The memory system calls a workload makes (mm/mmap.c, mm/mprotect.c): mmap (fixed address,
 //! no replace), munmap (zap, flush, then free, as tlb_finish_mmu orders it) and mprotect.
 
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::mm::mm_types::Vma;
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
-use crate::kernel::Kernel;
-use crate::machine::Machine;
 use crate::sim::SimError;
 use crate::workload::{prot, Backing};
 
@@ -25,8 +25,11 @@ fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
 
 impl Kernel {
     /// mmap(addr, len, prot, MAP_FIXED_NOREPLACE | …): the range must be free.
+    // mmap(2)'s own arguments, plus the machine, CPU and thread that call it.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn sys_mmap(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -63,7 +66,8 @@ impl Kernel {
 
     /// munmap: remove the VMAs, clear the PTEs, flush the TLBs, then free the anon frames.
     pub fn sys_munmap(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,
@@ -104,7 +108,8 @@ impl Kernel {
     /// zap_pte_range: clear PTEs in [s, e), drop rmap counts; returns the anon frames to free
     /// and whether any PTE was cleared.
     pub(crate) fn zap_pte_range(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         mm: usize,
         s: u32,
@@ -146,7 +151,8 @@ impl Kernel {
 
     /// mprotect: change VMA protection; removing permissions updates PTEs and flushes.
     pub(crate) fn sys_mprotect(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         tid: usize,
         addr: u64,

@@ -45,6 +45,8 @@ pub struct Pgdat {
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
     /// kswapd's balance_pgdat run in progress.
     pub kswapd_pass: crate::mm::vmscan::ShrinkPass,
+    /// Pages demoted from this node (its pgdemote_* node counters, summed).
+    pub nr_demoted: u64,
     /// TPP's WMARK_DEMOTE for a top-tier node (0: not in use).
     pub demote_wmark: u64,
 }

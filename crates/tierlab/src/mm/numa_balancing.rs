@@ -7,11 +7,11 @@
 //! (cpupid two-stage filter, group fault ratios) is not modelled: such faults never migrate.
 
 use crate::config::{NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL};
+use crate::kernel::Kernel;
+use crate::machine::Machine;
 use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::kernel::Kernel;
-use crate::machine::Machine;
 use crate::stats::Vm;
 use crate::workload::{prot, Backing};
 
@@ -32,7 +32,6 @@ pub struct NumaBalancingNode {
     /// PGPROMOTE_CANDIDATE of this node.
     pub pgpromote_candidate: u64,
     pub pgpromote_success: u64,
-    pub pgdemote: u64,
 }
 
 /// Per-mm scanner state (mm->numa_next_scan, numa_scan_offset, numa_scan_seq).
@@ -73,8 +72,7 @@ impl Kernel {
         let now = m.cpus[c].clock;
         if self.mms[mm].numa.next_scan == 0 {
             // init_numa_balancing (first thread): mm->numa_next_scan = now + scan_delay.
-            let delay =
-                m.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+            let delay = m.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
             self.mms[mm].numa.next_scan = now + delay;
         }
         let t = &self.sched.threads[tid];
@@ -124,7 +122,8 @@ impl Kernel {
             while s < vma.end {
                 let e = ((s + pages as u64 * 4096).div_ceil(HPAGE) * HPAGE).min(vma.end);
                 let chunk = ((e - s) >> PAGE_SHIFT) as i64;
-                let n = self.change_prot_numa(m, 
+                let n = self.change_prot_numa(
+                    m,
                     c,
                     mm,
                     (s >> PAGE_SHIFT) as u32,
@@ -149,7 +148,14 @@ impl Kernel {
 
     /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the
     /// scan time in slow-tier folios; flush the range if anything changed.
-    pub fn change_prot_numa(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) -> u64 {
+    pub fn change_prot_numa(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        s: u32,
+        e: u32,
+    ) -> u64 {
         let tiering = self.tiering_mode();
         let normal = self.cfg.kernel.numa_balancing & NUMA_BALANCING_NORMAL != 0;
         let now_ms = m.now_ms(c) as u32;
@@ -243,7 +249,8 @@ impl Kernel {
     /// should_numa_migrate_memory, memory-tiering branch: the tiering policy decides
     /// (`policy/`; upstream's is the hot threshold and rate limit).
     pub fn should_numa_migrate_memory(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         pfn: u32,
         src: usize,
@@ -253,7 +260,9 @@ impl Kernel {
             // Classic NUMA-balancing placement is not modelled (see the module comment).
             return false;
         }
-        self.with_policy(m, |policy, k, m| policy.should_promote(k, m, c, pfn, src, dst))
+        self.with_policy(m, |policy, k, m| {
+            policy.should_promote(k, m, c, pfn, src, dst)
+        })
     }
 
     /// pgdat_free_space_enough: free above promo + max(1 GiB, node size / 16).
@@ -324,7 +333,12 @@ impl Kernel {
 
     /// migrate_misplaced_folio_prepare: refuse when the target is short of memory (and wake
     /// its kswapd to demote), or for dirty / shared-exec file folios; isolate from the LRU.
-    pub fn migrate_misplaced_folio_prepare(&mut self, m: &mut Machine, pfn: u32, target: usize) -> bool {
+    pub fn migrate_misplaced_folio_prepare(
+        &mut self,
+        m: &mut Machine,
+        pfn: u32,
+        target: usize,
+    ) -> bool {
         let page = *self.frames.get(pfn);
         if !page.has(pg::ANON) && (page.has(pg::DIRTY) || (page.has(pg::EXEC) && page.mapcount > 1))
         {
@@ -342,13 +356,15 @@ impl Kernel {
     /// migrate_misplaced_folio: promote one isolated folio; counts numa_pages_migrated and
     /// pgpromote_success. On failure the folio goes back to its LRU.
     pub fn migrate_misplaced_folio(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         pfn: u32,
         src: usize,
         target: usize,
     ) -> bool {
-        let (moved, failed) = self.migrate_pages(m, 
+        let (moved, failed) = self.migrate_pages(
+            m,
             c,
             vec![pfn],
             &MigrateTarget::Misplaced(target),

@@ -3,10 +3,10 @@
 //! (`tlbflush_unmap_batch`, `set_tlb_ubc_flush_pending`, `try_to_unmap_flush`).
 
 use crate::arch::ArchTlbBatch;
-use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::kernel::Kernel;
 use crate::machine::Machine;
+use crate::mm::page::pg;
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::workload::Backing;
 
 /// current->tlb_ubc (struct tlbflush_unmap_batch): what must be flushed before the unmapped

@@ -75,9 +75,11 @@ impl Kernel {
         }
         let anon = p.has(pg::ANON);
         let node = &mut self.nodes[p.node as usize];
-        self.frames.list_del(&mut node.lru[lru_index(anon, true)], pfn);
+        self.frames
+            .list_del(&mut node.lru[lru_index(anon, true)], pfn);
         self.frames.get_mut(pfn).flags &= !(pg::ACTIVE | pg::REFERENCED);
-        self.frames.list_add(&mut node.lru[lru_index(anon, false)], pfn);
+        self.frames
+            .list_add(&mut node.lru[lru_index(anon, false)], pfn);
         true
     }
 }

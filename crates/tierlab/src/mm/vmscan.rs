@@ -7,13 +7,13 @@
 //! demotion (`can_demote`, `demote_folio_list`).
 
 use crate::config::NUMA_BALANCING_MEMORY_TIERING;
+use crate::kernel::{Event, Kernel};
+use crate::machine::Machine;
 use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::mmzone::{
     lru_index, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE,
 };
 use crate::mm::page::pg;
-use crate::kernel::{Event, Kernel};
-use crate::machine::Machine;
 use crate::stats::Vm;
 
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -114,7 +114,11 @@ impl Kernel {
         };
         let key = |c: &&u32| {
             let c = **c;
-            (self.sched.rq[c as usize].busy(), m.cpus[c as usize].clock, c)
+            (
+                self.sched.rq[c as usize].busy(),
+                m.cpus[c as usize].clock,
+                c,
+            )
         };
         *cands.iter().min_by_key(key).expect("a CPU") as usize
     }
@@ -183,8 +187,14 @@ impl Kernel {
         let mut reclaimed = 0;
         for priority in (0..=DEF_PRIORITY).rev() {
             for &n in &zonelist {
-                reclaimed +=
-                    self.shrink_node(m, n as usize, c, priority, Reclaimer::Direct, SWAP_CLUSTER_MAX);
+                reclaimed += self.shrink_node(
+                    m,
+                    n as usize,
+                    c,
+                    priority,
+                    Reclaimer::Direct,
+                    SWAP_CLUSTER_MAX,
+                );
                 if reclaimed >= SWAP_CLUSTER_MAX {
                     return reclaimed;
                 }
@@ -229,7 +239,8 @@ impl Kernel {
 
     /// shrink_node → shrink_lruvec: scan the lists in SWAP_CLUSTER_MAX chunks.
     pub fn shrink_node(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         n: usize,
         c: usize,
         priority: u32,
@@ -261,7 +272,14 @@ impl Kernel {
     }
 
     /// One iteration of shrink_lruvec's loop: up to SWAP_CLUSTER_MAX pages from each list.
-    pub fn shrink_step(&mut self, m: &mut Machine, n: usize, c: usize, pass: &mut ShrinkPass, who: Reclaimer) {
+    pub fn shrink_step(
+        &mut self,
+        m: &mut Machine,
+        n: usize,
+        c: usize,
+        pass: &mut ShrinkPass,
+        who: Reclaimer,
+    ) {
         for lru in 0..4 {
             if pass.nr[lru] == 0 {
                 continue;
@@ -353,7 +371,8 @@ impl Kernel {
 
     /// shrink_inactive_list: isolate, count the scan, shrink_folio_list.
     pub fn shrink_inactive_list(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         n: usize,
         c: usize,
         nr: u64,
@@ -406,7 +425,8 @@ impl Kernel {
     /// with a batched flush; flush before freeing; put back what stays.
     /// `reclaim_pages` (MADV_PAGEOUT) passes `pageout`: no demotion, references ignored.
     pub fn shrink_folio_list(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         list: Vec<u32>,
         who: Reclaimer,
@@ -505,7 +525,8 @@ impl Kernel {
     /// demote_folio_list: migrate to next_demotion_node, falling back to the other lower-tier
     /// nodes; no direct reclaim on the target. Returns (demoted, failed).
     fn demote_folio_list(
-        &mut self, m: &mut Machine,
+        &mut self,
+        m: &mut Machine,
         c: usize,
         n: usize,
         folios: Vec<u32>,
@@ -520,7 +541,8 @@ impl Kernel {
             .collect();
         let first_pfns = folios.clone();
         let allowed = self.tiers.lower_tier_mask[n].clone();
-        let (moved, failed) = self.migrate_pages(m, 
+        let (moved, failed) = self.migrate_pages(
+            m,
             c,
             folios,
             &MigrateTarget::Demote { target, allowed },
@@ -542,7 +564,7 @@ impl Kernel {
             },
             moved,
         );
-        self.nodes[n].numab.pgdemote += moved;
+        self.nodes[n].nr_demoted += moved;
         for (pfn, a) in first_pfns.iter().zip(anon_flags) {
             if !failed.contains(pfn) {
                 self.vm.inc(if a {

@@ -87,11 +87,11 @@ pub fn run(cfg: Config, w: Workload) -> Sim {
     let mut sim = Sim::new(cfg, w).expect("sim");
     sim.run(&mut |_| {}).expect("run");
     assert_eq!(
-        sim.checker.count, 0,
+        sim.k.checker.count, 0,
         "invariant violations: {:?}",
-        sim.checker.violations
+        sim.k.checker.violations
     );
-    assert!(sim.checker.checks_run > 0);
+    assert!(sim.k.checker.checks_run > 0);
     sim
 }
 
