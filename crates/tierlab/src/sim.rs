@@ -6,29 +6,17 @@
 //! cycles to that CPU's clock. Every random choice comes from one generator seeded by
 //! `scenario.seed`, so a config and seed give the same result, byte for byte.
 
-use crate::arch::Arch;
-use crate::check::Checker;
 use crate::config::{CheckLevel, Config};
-use crate::cost::CostTable;
-use crate::kernel::{Event, Kernel, Timers};
+use crate::kernel::{Event, Kernel};
 use crate::machine::cache::LINE_SHIFT;
 use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::machine::Machine;
-use crate::mm::filemap::PageCacheFile;
-use crate::mm::memory_tiers::MemoryTiers;
-use crate::mm::mm_types::Mm;
-use crate::mm::mmzone::Pgdat;
-use crate::mm::page::{FrameTable, NIL};
-use crate::mm::page_alloc::{
-    calculate_min_free_kbytes, setup_per_zone_wmarks, setup_zone_pagesets, Zone,
-};
+use crate::mm::page::NIL;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, USER_VA_END};
-use crate::sched::{Scheduler, Thread, ThreadState};
-use crate::stats::{Perf, VmCounters};
+use crate::sched::{Thread, ThreadState};
+use crate::stats::Perf;
 use crate::workload::{Mark, Op, Workload};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessKind {
@@ -101,110 +89,13 @@ pub struct Sim {
 impl Sim {
     /// Build the machine, boot the kernel's memory manager and place the workload's threads.
     pub fn new(cfg: Config, workload: Workload) -> Result<Sim, SimError> {
-        let arch = Arch::new(&cfg).map_err(|e| SimError(format!("machine.arch: {e}")))?;
-        let policy = crate::policy::lookup(&cfg.kernel.tiering_policy)
-            .map_err(|e| SimError(format!("kernel.tiering_policy: {e}")))?;
-        let m = &cfg.machine;
-        let node_cpus = cfg.node_cpus();
-        let node_pages: Vec<u64> = m.nodes.iter().map(|n| n.capacity_mib * 256).collect();
-        let mut frames = FrameTable::new(&node_pages);
-        let ncpus = m.cpus as usize;
-
-        let mut cpu_node = vec![0u8; ncpus];
-        for (n, cpus) in node_cpus.iter().enumerate() {
-            for &c in cpus {
-                cpu_node[c as usize] = n as u8;
-            }
-        }
-        let hw = Machine::new(&cfg, &cpu_node);
-        let cycles_per_ns = hw.cycles_per_ns;
-
-        let mut zones = Vec::new();
-        let mut start = 0u32;
-        for (n, &pages) in node_pages.iter().enumerate() {
-            zones.push(Zone::new(n as u8, start, pages, ncpus, &mut frames));
-            start += pages as u32;
-        }
-        let total: u64 = node_pages.iter().sum();
-        let min_free_kbytes = if cfg.vm.min_free_kbytes > 0 {
-            cfg.vm.min_free_kbytes
-        } else {
-            calculate_min_free_kbytes(total)
-        };
-        setup_per_zone_wmarks(&mut zones, min_free_kbytes, cfg.vm.watermark_scale_factor);
-        let cpus_on_node: Vec<u32> = node_cpus.iter().map(|c| c.len() as u32).collect();
-        setup_zone_pagesets(
-            &mut zones,
-            &cpus_on_node,
-            m.cpus,
-            cfg.vm.percpu_pagelist_high_fraction,
-        );
-
-        // The zero page is reserved at boot, outside every LRU.
-        let zero_pfn = {
-            let cost = CostTable::default();
-            let (pfn, _) = zones[0].alloc_pages_buddy(&mut frames, 0, 0, &cost);
-            let pfn = pfn.expect("node 0 has a free page at boot");
-            frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
-            pfn
-        };
-        let nnodes = m.nodes.len();
-        let mut nodes = Vec::new();
-        for (n, zone) in zones.into_iter().enumerate() {
-            // build_zonelists: nodes by increasing distance, ties by node id.
-            let mut order: Vec<u8> = (0..nnodes as u8).collect();
-            order.sort_by_key(|&o| (cfg.distance(n, o as usize), o));
-            nodes.push(Pgdat {
-                node_id: n as u8,
-                zone,
-                lru: Default::default(),
-                cpus: node_cpus[n].clone(),
-                zonelist: order,
-                kswapd_awake: false,
-                kswapd_failures: 0,
-                nr_isolated: 0,
-                nr_anon: 0,
-                nr_file: 0,
-                kswapd_slept_at: 0,
-                numab: Default::default(),
-                kswapd_pass: Default::default(),
-                nr_demoted: 0,
-                demote_wmark: 0,
-            });
-        }
-
         let nproc = workload.processes.max(1);
-        let mms = (0..nproc).map(Mm::new).collect();
-        let files = workload
-            .files
-            .iter()
-            .map(|f| PageCacheFile::new(&f.name, f.pages))
-            .collect();
-        let check_level = cfg.sim.check_level();
+        let hw = Machine::new(&cfg);
+        let cycles_per_ns = hw.cycles_per_ns;
         let quantum = ((cfg.sim.quantum_ns * cycles_per_ns) as u64).max(1);
         let max_cycles = (cfg.sim.max_seconds * 1e9 * cycles_per_ns) as u64;
         let sample_interval = ((cfg.sim.timeline_interval_ms * 1e6 * cycles_per_ns) as u64).max(1);
-        let seed = cfg.scenario.seed;
-        let k = Kernel {
-            nodes,
-            frames,
-            mms,
-            files,
-            vm: VmCounters::default(),
-            tiers: MemoryTiers::new(&cfg),
-            zero_pfn,
-            tlb_ubc: Default::default(),
-            migrc: Default::default(),
-            arch,
-            policy: Some((policy.new)()),
-            sched: Scheduler::new(ncpus, nproc as usize),
-            timers: Timers::default(),
-            now: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            checker: Checker::new(check_level),
-            pageout_kept_no_swap: 0,
-            cfg,
-        };
+        let k = Kernel::boot(cfg, &workload.files, nproc)?;
         let mut sim = Sim {
             hw,
             k,
@@ -223,7 +114,6 @@ impl Sim {
                 .collect(),
             regions: workload.regions.clone(),
         };
-        sim.k.setup_demote_wmarks();
         let ncpus = sim.hw.cpus.len() as u32;
         for (i, spec) in workload.threads.into_iter().enumerate() {
             if spec.process >= nproc {

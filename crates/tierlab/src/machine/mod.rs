@@ -33,8 +33,14 @@ pub struct Machine {
 impl Machine {
     /// Build the hardware a config describes: CPUs on their nodes, node latencies and the
     /// physical frame ranges, node by node in order.
-    pub fn new(cfg: &Config, cpu_node: &[u8]) -> Machine {
+    pub fn new(cfg: &Config) -> Machine {
         let m = &cfg.machine;
+        let mut cpu_node = vec![0u8; m.cpus as usize];
+        for (n, cpus) in cfg.node_cpus().iter().enumerate() {
+            for &c in cpus {
+                cpu_node[c as usize] = n as u8;
+            }
+        }
         let cycles_per_ns = m.cpu_ghz;
         let cpus = (0..m.cpus as usize)
             .map(|c| Cpu::new(c as u32, cpu_node[c], &m.tlb, m.cache_kib, m.cache_ways))

@@ -80,7 +80,7 @@ impl Kernel {
         } else {
             zone.wmark.low
         };
-        let (pfn, cycles) = zone.alloc_page(&mut self.frames, c, now, &m.cost, mark);
+        let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, now, &m.cost, mark);
         m.charge_sys(c, cycles);
         let pfn = pfn?;
         if n == preferred {
@@ -138,7 +138,7 @@ impl Kernel {
         let now = m.cpus[c].clock;
         let cycles = self.nodes[n]
             .zone
-            .free_page(&mut self.frames, c, pfn, now, &m.cost);
+            .free_unref_page(&mut self.frames, c, pfn, now, &m.cost);
         m.charge_sys(c, cycles);
         self.vm.inc(Vm::PgFree);
     }

@@ -48,7 +48,9 @@ impl Kernel {
             self.do_numa_page(m, c, mm, vpn, p);
             Ok(())
         } else if p & pte::MIGRATION != 0 {
-            Err("fault on a migration entry: no migration is modelled yet".into())
+            // migrate_pages runs start to finish inside one kernel step, so no thread can see
+            // its migration entries (no migration_entry_wait); reaching one is a simulator bug.
+            Err("internal error: a thread faulted on a migration entry mid-migration".into())
         } else if store && p & pte::WRITE == 0 {
             self.do_wp_page(m, c, mm, vpn, p)
         } else {

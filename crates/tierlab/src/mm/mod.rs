@@ -7,6 +7,7 @@ pub mod memory;
 pub mod memory_tiers;
 pub mod migrate;
 pub mod migrc;
+pub mod mm_init;
 pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;

@@ -453,7 +453,7 @@ impl Zone {
     /// the caller checks against. Returns the pfn (BUDDY/PCP cleared, lru links NIL) and the
     /// cycles to charge (pcp_alloc_cycles, plus lock wait + hold when the pageset was refilled).
     /// A refusal costs 0 cycles.
-    pub fn alloc_page(
+    pub fn rmqueue(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
@@ -494,7 +494,7 @@ impl Zone {
     /// free_unref_page() → free_unref_page_commit(): free an order-0 page to `cpu`'s pageset,
     /// spilling nr_pcp_free() pages to buddy (free_pcppages_bulk under the lock) when the
     /// pageset reaches nr_pcp_high(). Returns cycles to charge.
-    pub fn free_page(
+    pub fn free_unref_page(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
@@ -1040,7 +1040,7 @@ mod tests {
         let z = &mut zones[0];
         assert_eq!((z.pcp[0].batch, z.pcp[0].high), (63, 252));
         let c = cost();
-        let (p, cyc) = z.alloc_page(&mut frames, 0, 1_000, &c, z.wmark.low);
+        let (p, cyc) = z.rmqueue(&mut frames, 0, 1_000, &c, z.wmark.low);
         let p = p.unwrap();
         // nr_pcp_alloc: batch = 63 << 0; max_nr = max(252 - 0 - 63, 63) = 189 → 63
         // cost = pcp 60 + hold (200 + 40*63 = 2720), no wait
@@ -1057,7 +1057,7 @@ mod tests {
         check(z, &frames);
         // 62 more come from the pageset: 60 cycles each, no lock
         for i in 0..62 {
-            let (q, cyc) = z.alloc_page(&mut frames, 0, 10_000 + i, &c, z.wmark.low);
+            let (q, cyc) = z.rmqueue(&mut frames, 0, 10_000 + i, &c, z.wmark.low);
             assert!(q.is_some());
             assert_eq!(cyc, 60);
         }
@@ -1065,7 +1065,7 @@ mod tests {
         assert_eq!(z.pcp[0].count, 0);
         assert_eq!(z.pgalloc, 63);
         // next refill is doubled: batch = 63 << 1 = 126 ≤ max_nr 189 → 126 pages, factor 2
-        let (_, cyc) = z.alloc_page(&mut frames, 0, 100_000, &c, z.wmark.low);
+        let (_, cyc) = z.rmqueue(&mut frames, 0, 100_000, &c, z.wmark.low);
         assert_eq!(cyc, 60 + 200 + 40 * 126);
         assert_eq!(z.lock.acquisitions, 2);
         assert_eq!(z.pcp[0].count, 125);
@@ -1083,7 +1083,7 @@ mod tests {
         let z = &mut zones[0];
         assert_eq!((z.pcp[0].high_min, z.pcp[0].high_max), (643, 16384));
         let c = cost();
-        z.alloc_page(&mut frames, 0, 0, &c, 0);
+        z.rmqueue(&mut frames, 0, 0, &c, 0);
         // not below high: high = min(643 + 63, 16384) = 706
         assert_eq!(z.pcp[0].high, 706);
         assert!(!z.below_high);
@@ -1110,7 +1110,7 @@ mod tests {
         let c = cost();
         let t0 = 10_000_000;
         for (i, &pfn) in pages.iter().enumerate() {
-            let cyc = z.free_page(&mut frames, 0, pfn, t0 + i as u64 * 100_000, &c);
+            let cyc = z.free_unref_page(&mut frames, 0, pfn, t0 + i as u64 * 100_000, &c);
             if i + 1 == 252 {
                 // count reaches 252 ≥ high → nr_pcp_free = clamp(free_count 252, 63, 252-63)
                 // = 189 pages; cost 60 + (200 + 40*189 = 7760)
@@ -1142,7 +1142,7 @@ mod tests {
             z.reclaim_active = reclaim;
             let pages = take(z, &mut frames, 252);
             for (i, &pfn) in pages.iter().enumerate() {
-                z.free_page(&mut frames, 1, pfn, 1_000_000 + i as u64, &c);
+                z.free_unref_page(&mut frames, 1, pfn, 1_000_000 + i as u64, &c);
             }
             if reclaim {
                 // nr_pcp_high returns min(63 << 2, high) = 252 → spill clamp(252, 63, 189) = 189
@@ -1168,7 +1168,7 @@ mod tests {
         z.pcp[0].high_max = 10_000;
         let pages = take(z, &mut frames, 3000);
         for &pfn in &pages {
-            z.free_page(&mut frames, 0, pfn, 0, &c);
+            z.free_unref_page(&mut frames, 0, pfn, 0, &c);
         }
         assert_eq!(z.pcp[0].count, 3000);
         let acq = z.lock.acquisitions;
@@ -1202,8 +1202,8 @@ mod tests {
         let (mut frames, mut zones) = gib_zone(2, 1024);
         let z = &mut zones[0];
         let c = cost();
-        let (_, a) = z.alloc_page(&mut frames, 0, 5_000, &c, 0);
-        let (_, b) = z.alloc_page(&mut frames, 1, 5_000, &c, 0);
+        let (_, a) = z.rmqueue(&mut frames, 0, 5_000, &c, 0);
+        let (_, b) = z.rmqueue(&mut frames, 1, 5_000, &c, 0);
         let hold = 200 + 40 * 63; // 2720
         assert_eq!(a, 60 + hold);
         assert_eq!(b, 60 + hold + hold); // waits the whole first hold
@@ -1212,8 +1212,8 @@ mod tests {
         // CPU 1 a bit later: waits only the remainder
         let (mut frames, mut zones) = gib_zone(2, 1024);
         let z = &mut zones[0];
-        z.alloc_page(&mut frames, 0, 5_000, &c, 0);
-        let (_, b) = z.alloc_page(&mut frames, 1, 5_000 + 1_000, &c, 0);
+        z.rmqueue(&mut frames, 0, 5_000, &c, 0);
+        let (_, b) = z.rmqueue(&mut frames, 1, 5_000 + 1_000, &c, 0);
         assert_eq!(b, 60 + (hold - 1_000) + hold);
     }
 
@@ -1232,12 +1232,12 @@ mod tests {
         let c = cost();
         assert!(z.watermark_ok(63) && !z.watermark_ok(64));
         // nr_free 64 ≤ mark 64 → refused, nothing moves, no cost
-        assert_eq!(z.alloc_page(&mut frames, 0, 0, &c, 64), (None, 0));
+        assert_eq!(z.rmqueue(&mut frames, 0, 0, &c, 64), (None, 0));
         assert_eq!(z.nr_free, 64);
         assert_eq!(z.lock.acquisitions, 0);
         assert!(!z.below_high);
         // mark 63: allowed
-        assert!(z.alloc_page(&mut frames, 0, 0, &c, 63).0.is_some());
+        assert!(z.rmqueue(&mut frames, 0, 0, &c, 63).0.is_some());
         // drain nr_free down to exactly the high mark via buddy allocations
         let _ = z.drain_pages(&mut frames, 0, 0, &c);
         let mut held = vec![];
@@ -1246,14 +1246,14 @@ mod tests {
         }
         assert!(!z.below_high);
         // nr_free 30 ≤ high 30 → ZONE_BELOW_HIGH, but 30 > min 10 → page granted
-        assert!(z.alloc_page(&mut frames, 0, 0, &c, z.wmark.min).0.is_some());
+        assert!(z.rmqueue(&mut frames, 0, 0, &c, z.wmark.min).0.is_some());
         assert!(z.below_high);
         let _ = z.drain_pages(&mut frames, 0, 0, &c);
         // at exactly nr_free == min the allocation is refused
         while z.nr_free > 10 {
             held.push(z.alloc_pages_buddy(&mut frames, 0, 0, &c).0.unwrap());
         }
-        assert_eq!(z.alloc_page(&mut frames, 0, 0, &c, z.wmark.min).0, None);
+        assert_eq!(z.rmqueue(&mut frames, 0, 0, &c, z.wmark.min).0, None);
         check(z, &frames);
     }
 
@@ -1268,11 +1268,11 @@ mod tests {
         z.below_high = true;
         // nr_free 261844 > high 1548, so the first spill (the 256th free) clears the flag
         for (i, &pfn) in pages.iter().enumerate().take(255) {
-            z.free_page(&mut frames, 0, pfn, i as u64, &c);
+            z.free_unref_page(&mut frames, 0, pfn, i as u64, &c);
         }
         assert!(z.below_high);
         assert_eq!(z.pcp[0].count, 255);
-        z.free_page(&mut frames, 0, pages[255], 1_000, &c);
+        z.free_unref_page(&mut frames, 0, pages[255], 1_000, &c);
         // spilled nr_pcp_free = clamp(free_count 256, batch 63, 256 - 63 = 193) = 193
         assert_eq!(z.pcp[0].count, 256 - 193);
         assert!(!z.below_high);
@@ -1309,7 +1309,7 @@ mod tests {
             // bias towards allocation in the first half, towards freeing in the second
             let alloc_pct = if step < 50_000 { 90 } else { 40 };
             if r < alloc_pct || allocated.is_empty() {
-                match z.alloc_page(&mut frames, cpu, now, &c, z.wmark.min) {
+                match z.rmqueue(&mut frames, cpu, now, &c, z.wmark.min) {
                     (Some(pfn), _) => {
                         assert!(z.contains(pfn));
                         frames.get_mut(pfn).flags |= pg::USED;
@@ -1321,7 +1321,7 @@ mod tests {
                 let i = rnd() as usize % allocated.len();
                 let pfn = allocated.swap_remove(i);
                 frames.get_mut(pfn).flags &= !pg::USED;
-                z.free_page(&mut frames, cpu, pfn, now, &c);
+                z.free_unref_page(&mut frames, cpu, pfn, now, &c);
             } else {
                 z.drain_pages(&mut frames, cpu, now, &c);
                 z.reclaim_active = !z.reclaim_active;
@@ -1345,7 +1345,7 @@ mod tests {
         // give everything back: the zone must re-form its 32 max-order blocks
         for pfn in allocated.drain(..) {
             frames.get_mut(pfn).flags &= !pg::USED;
-            z.free_page(&mut frames, 0, pfn, now, &c);
+            z.free_unref_page(&mut frames, 0, pfn, now, &c);
         }
         for cpu in 0..4 {
             z.drain_pages(&mut frames, cpu, now, &c);
@@ -1363,8 +1363,8 @@ mod tests {
         let (mut frames, mut zones) = gib_zone(1, 0);
         let z = &mut zones[0];
         let c = cost();
-        let pfn = z.alloc_page(&mut frames, 0, 0, &c, 0).0.unwrap();
-        z.free_page(&mut frames, 0, pfn, 0, &c);
-        z.free_page(&mut frames, 0, pfn, 0, &c);
+        let pfn = z.rmqueue(&mut frames, 0, 0, &c, 0).0.unwrap();
+        z.free_unref_page(&mut frames, 0, pfn, 0, &c);
+        z.free_unref_page(&mut frames, 0, pfn, 0, &c);
     }
 }

@@ -1,0 +1,118 @@
+//! Booting the memory manager (mm/mm_init.c, mm/page_alloc.c): frames for every node, the
+//! zone of each node with its free lists, watermarks and per-CPU pagesets, the zonelists, the
+//! zero page, memory tiers, the architecture's TLB state and the tiering policy.
+
+use crate::arch::Arch;
+use crate::check::Checker;
+use crate::config::Config;
+use crate::cost::CostTable;
+use crate::kernel::{Kernel, Timers};
+use crate::mm::filemap::PageCacheFile;
+use crate::mm::memory_tiers::MemoryTiers;
+use crate::mm::mm_types::Mm;
+use crate::mm::mmzone::Pgdat;
+use crate::mm::page::FrameTable;
+use crate::mm::page_alloc::{
+    calculate_min_free_kbytes, setup_per_zone_wmarks, setup_zone_pagesets, Zone,
+};
+use crate::sched::Scheduler;
+use crate::sim::SimError;
+use crate::stats::VmCounters;
+use crate::workload::FileSpec;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+impl Kernel {
+    /// Boot: build every node's frames and zone, reserve the zero page, set the watermarks
+    /// and pagesets, and start the architecture and tiering policy the config names.
+    pub fn boot(cfg: Config, files: &[FileSpec], nproc: u32) -> Result<Kernel, SimError> {
+        let arch = Arch::new(&cfg).map_err(|e| SimError(format!("machine.arch: {e}")))?;
+        let policy = crate::policy::lookup(&cfg.kernel.tiering_policy)
+            .map_err(|e| SimError(format!("kernel.tiering_policy: {e}")))?;
+        let m = &cfg.machine;
+        let node_cpus = cfg.node_cpus();
+        let node_pages: Vec<u64> = m.nodes.iter().map(|n| n.capacity_mib * 256).collect();
+        let mut frames = FrameTable::new(&node_pages);
+        let ncpus = m.cpus as usize;
+
+        let mut zones = Vec::new();
+        let mut start = 0u32;
+        for (n, &pages) in node_pages.iter().enumerate() {
+            zones.push(Zone::new(n as u8, start, pages, ncpus, &mut frames));
+            start += pages as u32;
+        }
+        let total: u64 = node_pages.iter().sum();
+        let min_free_kbytes = if cfg.vm.min_free_kbytes > 0 {
+            cfg.vm.min_free_kbytes
+        } else {
+            calculate_min_free_kbytes(total)
+        };
+        setup_per_zone_wmarks(&mut zones, min_free_kbytes, cfg.vm.watermark_scale_factor);
+        let cpus_on_node: Vec<u32> = node_cpus.iter().map(|c| c.len() as u32).collect();
+        setup_zone_pagesets(
+            &mut zones,
+            &cpus_on_node,
+            m.cpus,
+            cfg.vm.percpu_pagelist_high_fraction,
+        );
+
+        // The zero page is reserved at boot, outside every LRU.
+        let zero_pfn = {
+            let cost = CostTable::default();
+            let (pfn, _) = zones[0].alloc_pages_buddy(&mut frames, 0, 0, &cost);
+            let pfn = pfn.expect("node 0 has a free page at boot");
+            frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
+            pfn
+        };
+        let nnodes = m.nodes.len();
+        let mut nodes = Vec::new();
+        for (n, zone) in zones.into_iter().enumerate() {
+            // build_zonelists: nodes by increasing distance, ties by node id.
+            let mut order: Vec<u8> = (0..nnodes as u8).collect();
+            order.sort_by_key(|&o| (cfg.distance(n, o as usize), o));
+            nodes.push(Pgdat {
+                node_id: n as u8,
+                zone,
+                lru: Default::default(),
+                cpus: node_cpus[n].clone(),
+                zonelist: order,
+                kswapd_awake: false,
+                kswapd_failures: 0,
+                nr_isolated: 0,
+                nr_anon: 0,
+                nr_file: 0,
+                kswapd_slept_at: 0,
+                numab: Default::default(),
+                kswapd_pass: Default::default(),
+                nr_demoted: 0,
+                demote_wmark: 0,
+            });
+        }
+
+        let mut k = Kernel {
+            nodes,
+            frames,
+            mms: (0..nproc).map(Mm::new).collect(),
+            files: files
+                .iter()
+                .map(|f| PageCacheFile::new(&f.name, f.pages))
+                .collect(),
+            vm: VmCounters::default(),
+            tiers: MemoryTiers::new(&cfg),
+            zero_pfn,
+            tlb_ubc: Default::default(),
+            migrc: Default::default(),
+            arch,
+            policy: Some((policy.new)()),
+            sched: Scheduler::new(ncpus, nproc as usize),
+            timers: Timers::default(),
+            now: 0,
+            rng: ChaCha8Rng::seed_from_u64(cfg.scenario.seed),
+            checker: Checker::new(cfg.sim.check_level()),
+            pageout_kept_no_swap: 0,
+            cfg,
+        };
+        k.setup_demote_wmarks();
+        Ok(k)
+    }
+}
