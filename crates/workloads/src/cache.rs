@@ -158,8 +158,7 @@ impl Config {
 
     fn from_table(table: &toml::Table, origin: &str, cpus: u32) -> Result<Config, ConfigError> {
         let raw: RawConfig = typed(toml::Value::Table(table.clone()), origin, "workload")?;
-        let err =
-            |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
+        let err = |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
         if raw.kind != "cache" {
             return Err(err(
                 "type",
@@ -702,7 +701,7 @@ mod tests {
         ];
         for (extra, key) in cases {
             let e = match build(&table(extra), "s.toml", 1, 4) {
-                Err(e) => e.0,
+                Err(e) => e.to_string(),
                 Ok(_) => panic!("{extra} accepted"),
             };
             assert!(e.starts_with("s.toml: key `workload"), "{e}");
