@@ -1,6 +1,7 @@
 //! The `tierlab` command line: run a scenario, or benchmark the simulator itself.
 
 mod compare;
+mod knobs;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -91,6 +92,13 @@ enum Command {
         /// Repetitions; the best is reported.
         #[arg(long, default_value_t = 3)]
         repeat: u32,
+    },
+    /// List every config knob: key, default, allowed range, the kernel file it mirrors, and what
+    /// it does.
+    Knobs {
+        /// Print a Markdown table (the one in README.md).
+        #[arg(long)]
+        markdown: bool,
     },
 }
 
@@ -454,6 +462,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Reproduce { name, sets } => reproduce_cmd(&name, sets),
+        Command::Knobs { markdown } => knobs::run(markdown),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

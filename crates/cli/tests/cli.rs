@@ -104,3 +104,19 @@ fn scripted_swap_bench_prints_phase_timings_and_the_no_swap_note() {
         "{stdout}"
     );
 }
+
+#[test]
+fn arm64_is_refused_naming_the_key() {
+    let o = tierlab(&[
+        "run",
+        "scenarios/xsbench-small.toml",
+        "--set",
+        "machine.arch=\"arm64\"",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("machine.arch") && err.contains("arm64 is not implemented yet; only x86 is"),
+        "{err}"
+    );
+}

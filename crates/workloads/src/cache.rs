@@ -701,7 +701,7 @@ mod tests {
         ];
         for (extra, key) in cases {
             let e = match build(&table(extra), "s.toml", 1, 4) {
-                Err(e) => e.0,
+                Err(e) => e.to_string(),
                 Ok(_) => panic!("{extra} accepted"),
             };
             assert!(e.starts_with("s.toml: key `workload"), "{e}");

@@ -1117,7 +1117,7 @@ pub fn build(
     for (i, w) in cfg.watch.iter().enumerate() {
         let key = |k: &str| format!("{origin}: key `workload.watch[{i}].{k}`: ");
         let Some(r) = regions.iter().find(|r| r.name == w.region) else {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::msg(format!(
                 "{}unknown region '{}'",
                 key("region"),
                 w.region
@@ -1125,7 +1125,7 @@ pub fn build(
         };
         let pages = w.pages.unwrap_or(r.pages.saturating_sub(w.offset_pages));
         if pages == 0 || w.offset_pages + pages > r.pages {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::msg(format!(
                 "{}pages {}..{} are outside region '{}' ({} pages)",
                 key("pages"),
                 w.offset_pages,
@@ -1678,9 +1678,9 @@ mod tests {
             match try_build(&src, 1) {
                 Ok(_) => panic!("expected an error naming {key} for:\n{src}"),
                 Err(e) => {
-                    assert!(e.0.starts_with("t.toml: key `"), "{e}");
+                    assert!(e.to_string().starts_with("t.toml: key `"), "{e}");
                     assert!(
-                        e.0.contains(key),
+                        e.to_string().contains(key),
                         "error {e:?} should name {key} for:\n{src}"
                     );
                 }
@@ -1708,12 +1708,12 @@ offset_pages = 48
         assert_eq!(w.regions[1].len, 16 * PAGE);
         let bad = text.replace("offset_pages = 48", "offset_pages = 48\npages = 32");
         let t: toml::Table = toml::from_str(&bad).unwrap();
-        let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap();
-        assert!(e.0.contains("key `workload.watch[0].pages`"), "{e}");
+        let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap().to_string();
+        assert!(e.contains("key `workload.watch[0].pages`"), "{e}");
         let bad = text.replace("region = \"buf\"", "region = \"nope\"");
         let t: toml::Table = toml::from_str(&bad).unwrap();
-        let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap();
-        assert!(e.0.contains("key `workload.watch[0].region`"), "{e}");
+        let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap().to_string();
+        assert!(e.contains("key `workload.watch[0].region`"), "{e}");
     }
 
     #[test]

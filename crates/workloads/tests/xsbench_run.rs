@@ -94,18 +94,18 @@ fn workload_errors_name_the_key() {
     cfg.workload
         .insert("size".into(), toml::Value::String("huge".into()));
     let e = workloads::build(&cfg, "s.toml").err().unwrap();
-    assert!(e.0.contains("workload.size"), "{e}");
+    assert!(e.to_string().contains("workload.size"), "{e}");
     let mut cfg = scenario(1);
     cfg.workload
         .insert("threadz".into(), toml::Value::Integer(3));
     let e = workloads::build(&cfg, "s.toml").err().unwrap();
-    assert!(e.0.contains("threadz"), "{e}");
+    assert!(e.to_string().contains("threadz"), "{e}");
     let mut cfg = scenario(1);
     cfg.workload
         .insert("type".into(), toml::Value::String("nope".into()));
     assert!(workloads::build(&cfg, "s.toml")
         .err()
         .unwrap()
-        .0
+        .to_string()
         .contains("workload.type"));
 }

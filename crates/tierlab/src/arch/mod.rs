@@ -4,30 +4,17 @@
 //! flush or context switch, never per access.
 //!
 //! To add an architecture: write `arch/NAME.rs` with a state type implementing the same
-//! methods as `x86::X86`, add a variant to `Arch` and a line to `ARCHES`.
+//! methods as `x86::X86`, add a variant to `Arch` (matched below) and accept its name in
+//! `config::Arch`.
 
 pub mod x86;
 
+use crate::config::Arch as ArchName;
 use crate::config::Config;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::mm_types::{CpuMask, Mm};
 use crate::stats::VmCounters;
-
-/// Every architecture tierlab knows: its `machine.arch` name, whether it is implemented, and
-/// what it models.
-pub const ARCHES: &[(&str, bool, &str)] = &[
-    (
-        "x86_64",
-        true,
-        "PCID-tagged TLBs, IPI shootdowns (arch/x86/mm/tlb.c)",
-    ),
-    (
-        "arm64",
-        false,
-        "TLBI broadcast in hardware, DSB ISH, 16-bit ASIDs (arch/arm64/include/asm/tlbflush.h): not implemented yet",
-    ),
-];
 
 /// The running architecture's TLB-management state.
 pub enum Arch {
@@ -49,26 +36,17 @@ pub struct TlbCtx<'a> {
 }
 
 impl Arch {
-    /// The architecture `machine.arch` names; an unimplemented or unknown one is an error.
-    pub fn new(cfg: &Config) -> Result<Arch, String> {
-        match cfg.machine.arch.as_str() {
-            "x86_64" => Ok(Arch::X86(x86::X86::new(cfg))),
-            name => {
-                let known: Vec<&str> = ARCHES.iter().filter(|a| a.1).map(|a| a.0).collect();
-                Err(match ARCHES.iter().find(|a| a.0 == name) {
-                    Some(_) => format!(
-                        "arch `{name}` is not implemented yet; implemented: {}",
-                        known.join(", ")
-                    ),
-                    None => format!("unknown arch `{name}`; implemented: {}", known.join(", ")),
-                })
-            }
+    /// The TLB state of the architecture `machine.arch` names (config validation has
+    /// already refused an unimplemented one).
+    pub fn new(cfg: &Config) -> Arch {
+        match cfg.machine.arch {
+            ArchName::X86 => Arch::X86(x86::X86::new(cfg)),
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
-            Arch::X86(_) => "x86_64",
+            Arch::X86(_) => "x86",
         }
     }
 }

@@ -26,7 +26,7 @@ impl Kernel {
     /// Boot: build every node's frames and zone, reserve the zero page, set the watermarks
     /// and pagesets, and start the architecture and tiering policy the config names.
     pub fn boot(cfg: Config, files: &[FileSpec], nproc: u32) -> Result<Kernel, SimError> {
-        let arch = Arch::new(&cfg).map_err(|e| SimError(format!("machine.arch: {e}")))?;
+        let arch = Arch::new(&cfg);
         let policy = crate::policy::lookup(&cfg.kernel.tiering_policy)
             .map_err(|e| SimError(format!("kernel.tiering_policy: {e}")))?;
         let m = &cfg.machine;

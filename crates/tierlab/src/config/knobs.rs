@@ -1,0 +1,213 @@
+//! The kernel's knobs (`[vm]`, `[kernel]`, `[x86]`) and the simulator's own settings
+//! (`[scenario]`, `[sim]`, `[debug]`), one declaration each. Ranges are the kernel's own bounds
+//! where it has them; a tierlab bound says why in its source.
+
+use super::knob::{enum_knob_value, knob_table, Range, INT_MAX, TIERLAB, UINT_MAX};
+use serde::{Deserialize, Serialize};
+
+knob_table! {
+    /// `[scenario]`: what the run is called and the seed of every random choice.
+    pub struct ScenarioMeta {
+        /// Name printed in reports.
+        name: String = "unnamed".into(),
+            path: TIERLAB, range: Range::Any, source: "tierlab";
+        /// Free text describing the scenario.
+        description: String = String::new(),
+            path: TIERLAB, range: Range::Any, source: "tierlab";
+        /// Seed of every random choice in the run.
+        seed: u64 = 42,
+            path: TIERLAB, range: Range::Any, source: "tierlab";
+    }
+}
+
+knob_table! {
+    /// `/proc/sys/vm/*` knobs.
+    pub struct VmSysctl {
+        /// Reserve that sets the min watermark, KiB; 0 = the kernel's calculate_min_free_kbytes().
+        /// The kernel takes 0 literally; tierlab uses it for "the boot-time default".
+        min_free_kbytes: u64 = 0,
+            path: "/proc/sys/vm/min_free_kbytes",
+            range: Range::Int(0, INT_MAX),
+            source: "mm/page_alloc.c page_alloc_sysctl_table: min_free_kbytes_sysctl_handler, extra1 = SYSCTL_ZERO";
+        /// Gap between the min, low and high watermarks, in 1/10000 of the zone.
+        watermark_scale_factor: u32 = 10,
+            path: "/proc/sys/vm/watermark_scale_factor",
+            range: Range::Int(1, 3000),
+            source: "mm/page_alloc.c page_alloc_sysctl_table: extra1 = SYSCTL_ONE, extra2 = SYSCTL_THREE_THOUSAND";
+        /// Per-CPU pageset high as a fraction of the zone; 0 = auto-tuned.
+        /// Otherwise fixed: high = managed pages / fraction / CPUs.
+        percpu_pagelist_high_fraction: u32 = 0,
+            path: "/proc/sys/vm/percpu_pagelist_high_fraction",
+            range: Range::ZeroOr(8, INT_MAX),
+            source: "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler: 0 or >= MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)";
+        /// Anon share of reclaim scanning (get_scan_count's SCAN_FRACT split).
+        swappiness: u32 = 60,
+            path: "/proc/sys/vm/swappiness",
+            range: Range::Int(0, 200),
+            source: "mm/vmscan.c vmscan_sysctl_table (kernel/sysctl.c vm_table before 2024): extra1 = SYSCTL_ZERO, extra2 = SYSCTL_TWO_HUNDRED";
+        /// Demote cold pages to a slower tier instead of reclaiming them (numa_demotion_enabled).
+        demotion_enabled: bool = false,
+            path: "/sys/kernel/mm/numa/demotion_enabled",
+            range: Range::Any,
+            source: "mm/memory-tiers.c demotion_enabled_store: kstrtobool";
+        /// TPP's demotion watermark above high on top-tier nodes, in 1/10000 of the node; 0 = off.
+        /// TPP's default is 200 (2 %); kswapd demotes until free pages exceed it. Not upstream.
+        demote_scale_factor: u32 = 0,
+            path: "/proc/sys/vm/demote_scale_factor",
+            range: Range::Int(0, 10000),
+            source: "TPP patch series (seed 003) vm_table: demote_scale_factor_sysctl_handler, extra1 = 1, extra2 = 10000; 0 (off) is tierlab's";
+    }
+}
+
+knob_table! {
+    /// `/proc/sys/kernel/*` knobs and the scheduler's debugfs knobs.
+    pub struct KernelSysctl {
+        /// EEVDF base time slice, ns.
+        sched_base_slice_ns: u64 = 750_000,
+            path: "/sys/kernel/debug/sched/base_slice_ns",
+            range: Range::Int(0, UINT_MAX),
+            source: "kernel/sched/debug.c sched_init_debug: debugfs_create_u32, no bounds";
+        /// NUMA balancing mode bits: 1 NUMA_BALANCING_NORMAL, 2 NUMA_BALANCING_MEMORY_TIERING.
+        /// 4 is accepted by the kernel and sets no mode bit: the scanner runs, nothing moves.
+        numa_balancing: u32 = 0,
+            path: "/proc/sys/kernel/numa_balancing",
+            range: Range::Int(0, 4),
+            source: "kernel/sched/core.c sched_core_sysctls: sysctl_numa_balancing, extra1 = SYSCTL_ZERO, extra2 = SYSCTL_FOUR";
+        /// Promotion rate limit of memory-tiering mode, MB/s.
+        #[serde(rename = "numa_balancing_promote_rate_limit_MBps")]
+        numa_balancing_promote_rate_limit_mbps: u64 = 65536,
+            path: "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps",
+            range: Range::Int(0, INT_MAX),
+            source: "kernel/sched/fair.c sched_fair_sysctls: proc_dointvec_minmax, extra1 = SYSCTL_ZERO";
+        /// Delay before a new task's first NUMA scan, ms.
+        numa_balancing_scan_delay_ms: u64 = 1000,
+            path: "/sys/kernel/debug/sched/numa_balancing/scan_delay_ms",
+            range: Range::Int(0, UINT_MAX),
+            source: "kernel/sched/debug.c sched_init_debug: debugfs_create_u32, no bounds";
+        /// Shortest NUMA scan period, ms.
+        numa_balancing_scan_period_min_ms: u64 = 1000,
+            path: "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms",
+            range: Range::Int(0, UINT_MAX),
+            source: "kernel/sched/debug.c sched_init_debug: debugfs_create_u32, no bounds; tierlab also needs it <= scan_period_max_ms";
+        /// Longest NUMA scan period, ms; also the promotion threshold's adjustment period.
+        numa_balancing_scan_period_max_ms: u64 = 60000,
+            path: "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms",
+            range: Range::Int(0, UINT_MAX),
+            source: "kernel/sched/debug.c sched_init_debug: debugfs_create_u32, no bounds";
+        /// Address space marked PROT_NONE per scan, MB.
+        numa_balancing_scan_size_mb: u64 = 256,
+            path: "/sys/kernel/debug/sched/numa_balancing/scan_size_mb",
+            range: Range::Int(1, UINT_MAX),
+            source: "kernel/sched/debug.c debugfs_create_u32 takes 0, but task_scan_min() divides by it; the sysctl it replaced (kernel/sysctl.c, before v5.13) had extra1 = SYSCTL_ONE";
+        /// Hint-fault latency below which a slow-tier page counts as hot, ms.
+        numa_balancing_hot_threshold_ms: u64 = 1000,
+            path: "/sys/kernel/debug/sched/numa_balancing/hot_threshold_ms",
+            range: Range::Int(0, UINT_MAX),
+            source: "kernel/sched/debug.c sched_init_debug: debugfs_create_u32, no bounds";
+        /// MIGRC: defer the TLB flush of read-only migrated folios until their frames are reused.
+        /// Not upstream; off by default. Accepts true/false or "on"/"off".
+        #[serde(deserialize_with = "super::knob::on_off")]
+        migrc: bool = false,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "MIGRC v9 patch series (seed 000), CONFIG_MIGRC; not upstream";
+        /// TPP: promote a slow-tier page on a hint fault only if it is on the active LRU.
+        /// Otherwise mark it accessed so a later fault promotes it; replaces mode 2's hot-threshold
+        /// test. Off by default. Accepts true/false or "on"/"off".
+        #[serde(deserialize_with = "super::knob::on_off")]
+        numa_balancing_active_lru_promotion: bool = false,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "TPP patch series (seed 003): promote only active-LRU pages; not upstream";
+        /// Memory-tiering policy deciding promotions: "linux" (upstream hot threshold) or
+        /// "tpp"; selecting one applies its knob defaults (tpp: demote_scale_factor 200,
+        /// active-LRU promotion on).
+        tiering_policy: String = "linux".into(),
+            path: TIERLAB,
+            range: Range::Any,
+            source: "tierlab policy/ registry (policy::POLICIES); an unknown name lists the registered ones";
+    }
+}
+
+/// NUMA_BALANCING_NORMAL / NUMA_BALANCING_MEMORY_TIERING bits of kernel.numa_balancing.
+pub const NUMA_BALANCING_NORMAL: u32 = 1;
+pub const NUMA_BALANCING_MEMORY_TIERING: u32 = 2;
+
+knob_table! {
+    /// x86 debugfs knobs (`/sys/kernel/debug/x86/*`).
+    pub struct X86Knobs {
+        /// Largest range flushed page by page (INVLPG); larger ranges flush the whole TLB.
+        tlb_single_page_flush_ceiling: u32 = 33,
+            path: "/sys/kernel/debug/x86/tlb_single_page_flush_ceiling",
+            range: Range::Int(0, INT_MAX),
+            source: "arch/x86/mm/tlb.c tlbflush_write_file: kstrtoint, rejects ceiling < 0";
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckLevel {
+    /// No invariant checking.
+    Off,
+    /// Full checks at every timeline sample and at the end.
+    Periodic,
+    /// Periodic checks plus a TLB scan on every frame allocation (tests, small machines).
+    Strict,
+}
+
+enum_knob_value!(CheckLevel, MigrcBreak);
+
+knob_table! {
+    /// `[sim]`: the simulation engine.
+    pub struct SimConfig {
+        /// Stop after this much simulated time, s; 0 = run until every thread exits.
+        max_seconds: f64 = 0.0,
+            path: TIERLAB, range: Range::at_least(0.0), source: "tierlab";
+        /// How far one CPU may run ahead before the engine switches to the CPU behind, ns.
+        quantum_ns: f64 = 5000.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Timeline sampling interval (simulated), ms.
+        timeline_interval_ms: f64 = 100.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Invariant checking; unset = strict in debug builds, periodic in release builds.
+        check: Option<CheckLevel> = None,
+            path: TIERLAB,
+            range: Range::OneOf(&["off", "periodic", "strict"]),
+            source: "tierlab check.rs";
+    }
+}
+
+impl SimConfig {
+    pub fn check_level(&self) -> CheckLevel {
+        self.check.unwrap_or(if cfg!(debug_assertions) {
+            CheckLevel::Strict
+        } else {
+            CheckLevel::Periodic
+        })
+    }
+}
+
+/// Test-only ways to break MIGRC, to prove the invariant checker catches each hazard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MigrcBreak {
+    #[default]
+    None,
+    /// Skip the deferred flush when a marked frame leaves pcp/buddy.
+    AllocFlush,
+    /// Skip the give-up flush when a read-only PTE becomes writable.
+    UpgradeFlush,
+    /// Skip munmap's TLB flush (the LUF pte_none hazard Dave Hansen raised).
+    MunmapFlush,
+}
+
+knob_table! {
+    /// `[debug]`: test-only switches (deliberate breakage for checker tests).
+    pub struct DebugConfig {
+        /// Break one MIGRC flush on purpose, to prove the invariant checker catches it.
+        migrc_break: MigrcBreak = MigrcBreak::None,
+            path: TIERLAB,
+            range: Range::OneOf(&["none", "alloc_flush", "upgrade_flush", "munmap_flush"]),
+            source: "tierlab tests (migrc.rs)";
+    }
+}

@@ -1,0 +1,171 @@
+//! `[machine]`: the simulated hardware: architecture, clock, CPUs, caches, TLBs and memory
+//! nodes. Ranges here are the hardware's or tierlab's; the geometry and CPU-list rules that
+//! involve several keys are checked in `validate.rs`.
+
+use super::knob::{knob_table, KnobValue, Range, INT_MAX, TIERLAB};
+use serde::{Deserialize, Serialize};
+
+/// The instruction-set architecture whose TLB and flush rules the run follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Arch {
+    /// x86-64: PCID-tagged TLBs, IPI shootdowns (arch/x86/mm/tlb.c).
+    #[default]
+    X86,
+}
+
+impl Arch {
+    /// The names `machine.arch` accepts, the first being the canonical one.
+    pub const ACCEPTED: &'static [&'static str] = &["x86", "x86_64"];
+}
+
+impl TryFrom<String> for Arch {
+    type Error = String;
+    fn try_from(name: String) -> Result<Self, String> {
+        match name.as_str() {
+            "x86" | "x86_64" => Ok(Arch::X86),
+            "arm64" | "aarch64" => Err(format!(
+                "\"{name}\": arm64 is not implemented yet; only x86 is"
+            )),
+            _ => Err(format!(
+                "\"{name}\" is not an architecture tierlab models; accepted: \"x86\" (alias \"x86_64\")"
+            )),
+        }
+    }
+}
+
+impl From<Arch> for String {
+    fn from(arch: Arch) -> String {
+        match arch {
+            Arch::X86 => "x86".into(),
+        }
+    }
+}
+
+impl KnobValue for Arch {
+    fn to_toml(&self) -> String {
+        format!("{:?}", String::from(*self))
+    }
+}
+
+knob_table! {
+    /// `[machine]`: CPUs, caches and memory nodes.
+    pub struct MachineConfig {
+        /// Machine name, printed in reports.
+        name: String = "machine".into(),
+            path: TIERLAB, range: Range::Any, source: "tierlab";
+        /// Architecture whose TLB and flush rules apply; only x86 is modelled.
+        arch: Arch = Arch::X86,
+            path: TIERLAB,
+            range: Range::OneOf(Arch::ACCEPTED),
+            source: "tierlab arch/x86.rs (arm64 not implemented)";
+        /// Core clock, GHz; simulated time is kept in these cycles.
+        cpu_ghz: f64 = 2.2,
+            path: TIERLAB,
+            range: Range::Real { min: 0.0, min_open: true, max: 20.0, max_open: true },
+            source: "tierlab: a plausible clock rate";
+        /// Number of CPUs.
+        cpus: u32,
+            path: TIERLAB,
+            range: Range::Int(1, 256),
+            source: "tierlab: CpuMask holds 256 CPUs (mm/mm_types.rs)";
+        /// Memory-level parallelism: how many misses overlap on average (latency is divided by it).
+        mlp: f64 = 4.0,
+            path: TIERLAB, range: Range::at_least(1.0), source: "tierlab";
+        /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.
+        /// Off by default: it costs about a third of the simulator's speed.
+        cache_kib: u32 = 0,
+            path: TIERLAB,
+            range: Range::Rule("0, or a power-of-two number of 64-byte-line sets ≥ 256"),
+            source: "tierlab machine/cache.rs";
+        /// Ways of the cache filter.
+        cache_ways: u32 = 8,
+            path: TIERLAB,
+            range: Range::Rule("1..=32 when cache_kib > 0"),
+            source: "tierlab machine/cache.rs";
+        /// TLB geometry of every CPU.
+        tlb: TlbConfig = TlbConfig::default(),
+            path: TIERLAB, range: Range::Table, source: "tierlab";
+        /// Memory nodes, in node-id order.
+        nodes: Vec<NodeConfig>,
+            path: "/sys/devices/system/node/nodeN",
+            range: Range::Rule("1..=64 nodes, every CPU on exactly one, < 16 TiB in all"),
+            source: "tierlab: node masks are 64 bits, PFNs 32 bits";
+        /// SLIT distances (node_distance), one row per node; empty = 10 local, 20 remote.
+        distance: Vec<Vec<u32>> = Vec::new(),
+            path: "/sys/devices/system/node/nodeN/distance",
+            range: Range::Rule("n×n, 10 on the diagonal, > 10 elsewhere"),
+            source: "include/linux/topology.h LOCAL_DISTANCE (10), REMOTE_DISTANCE (20); ACPI SLIT";
+    }
+}
+
+knob_table! {
+    /// `[machine.tlb]`: TLB geometry; defaults are a modern x86 server core (Intel Ice
+    /// Lake/Sapphire Rapids-class).
+    pub struct TlbConfig {
+        /// L1 data TLB entries (4 KiB pages).
+        dtlb_entries: u32 = 64,
+            path: TIERLAB, range: Range::Rule(TLB_GEOMETRY), source: "tierlab machine/tlb.rs";
+        /// L1 data TLB ways.
+        dtlb_ways: u32 = 4,
+            path: TIERLAB, range: Range::Rule(TLB_WAYS), source: "tierlab machine/tlb.rs";
+        /// L1 instruction TLB entries.
+        itlb_entries: u32 = 128,
+            path: TIERLAB, range: Range::Rule(TLB_GEOMETRY), source: "tierlab machine/tlb.rs";
+        /// L1 instruction TLB ways.
+        itlb_ways: u32 = 8,
+            path: TIERLAB, range: Range::Rule(TLB_WAYS), source: "tierlab machine/tlb.rs";
+        /// Second-level (shared) TLB entries.
+        stlb_entries: u32 = 1536,
+            path: TIERLAB, range: Range::Rule(TLB_GEOMETRY), source: "tierlab machine/tlb.rs";
+        /// Second-level TLB ways.
+        stlb_ways: u32 = 12,
+            path: TIERLAB, range: Range::Rule(TLB_WAYS), source: "tierlab machine/tlb.rs";
+        /// PCIDs each CPU cycles through (TLB_NR_DYN_ASIDS, 6 in Linux).
+        nr_dyn_asids: u32 = 6,
+            path: TIERLAB,
+            range: Range::Int(1, 255),
+            source: "arch/x86/include/asm/tlbflush.h TLB_NR_DYN_ASIDS; tierlab tags TLB entries with an 8-bit PCID";
+    }
+}
+
+/// The rule every TLB's entries and ways obey together.
+const TLB_GEOMETRY: &str = "entries / ways a power of two";
+const TLB_WAYS: &str = "1..=32, dividing the entries";
+
+knob_table! {
+    /// `[[machine.nodes]]`: one memory node (DRAM, or a CPU-less CXL-like node).
+    pub struct NodeConfig {
+        /// Node name, printed in reports.
+        name: String = String::new(),
+            path: TIERLAB, range: Range::Any, source: "tierlab";
+        /// Memory on the node, MiB.
+        capacity_mib: u64,
+            path: "/sys/devices/system/node/nodeN/meminfo",
+            range: Range::Int(16, u64::MAX),
+            source: "tierlab: a node needs room for its watermarks and pagesets";
+        /// Load latency, ns.
+        read_latency_ns: f64,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Store latency, ns.
+        write_latency_ns: f64,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Read bandwidth, GB/s.
+        read_bandwidth_gbps: f64 = 100.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Write bandwidth, GB/s.
+        write_bandwidth_gbps: f64 = 100.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// CPUs on this node, e.g. "0-15" or "0,2,4"; empty for a memory-only (CXL-like) node.
+        cpus: String = String::new(),
+            path: "/sys/devices/system/node/nodeN/cpulist",
+            range: Range::Rule("CPU list; each CPU on one node"),
+            source: "tierlab (cpulist format of lib/bitmap-str.c)";
+        /// Abstract distance for memory tiers; unset = derived from latency and bandwidth.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adistance: Option<u64> = None,
+            path: "/sys/devices/virtual/memory_tiering/memory_tierN",
+            range: Range::Int(0, INT_MAX),
+            source: "mm/memory-tiers.c alloc_memory_type(int adistance); default from mt_perf_to_adistance()";
+    }
+}

@@ -1,0 +1,183 @@
+//! Validation: every knob against its declared range, then the rules that tie several keys
+//! together (cache and TLB geometry, CPU lists, node sizes, the distance matrix).
+
+use super::knob::Knob;
+use super::machine::{MachineConfig, NodeConfig};
+use super::{parse_cpu_list, Config, ConfigError};
+
+/// The first required knob of `knobs` that `table` lacks.
+fn missing(knobs: &[Knob], table: &toml::Table) -> Option<&'static str> {
+    knobs
+        .iter()
+        .find(|k| k.required && !table.contains_key(k.key))
+        .map(|k| k.key)
+}
+
+/// Required knobs must be written out; the typed structs fill gaps with defaults, so this
+/// runs on the TOML before typing. Tables of the wrong type are left for serde to report.
+pub(crate) fn check_required(table: &toml::Table, origin: &str) -> Result<(), ConfigError> {
+    let Some(toml::Value::Table(machine)) = table.get("machine") else {
+        return Ok(());
+    };
+    if let Some(key) = missing(MachineConfig::KNOBS, machine) {
+        return Err(ConfigError::key(
+            origin,
+            format!("machine.{key}"),
+            "missing",
+        ));
+    }
+    if let Some(toml::Value::Array(nodes)) = machine.get("nodes") {
+        for (i, node) in nodes.iter().enumerate() {
+            if let toml::Value::Table(node) = node {
+                if let Some(key) = missing(NodeConfig::KNOBS, node) {
+                    return Err(ConfigError::key(
+                        origin,
+                        format!("machine.nodes[{i}].{key}"),
+                        "missing",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Reject knob values out of range and impossible machines, naming the key.
+    pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
+        self.check_ranges(origin)?;
+        self.check_machine(origin)?;
+        let bad = |key: &str, msg: &str| Err(ConfigError::key(origin, key, msg));
+        let k = &self.kernel;
+        if k.numa_balancing_scan_period_max_ms < k.numa_balancing_scan_period_min_ms {
+            return bad(
+                "kernel.numa_balancing_scan_period_max_ms",
+                "must be ≥ numa_balancing_scan_period_min_ms",
+            );
+        }
+        if !self.workload.contains_key("type") {
+            return bad("workload.type", "missing: which workload generator to run");
+        }
+        Ok(())
+    }
+
+    /// Every declared knob against its range.
+    fn check_ranges(&self, origin: &str) -> Result<(), ConfigError> {
+        let at = |table: String| {
+            move |(key, why): (&str, String)| -> ConfigError {
+                ConfigError::key(origin, format!("{table}.{key}"), why)
+            }
+        };
+        self.scenario
+            .check_ranges()
+            .map_err(at("scenario".into()))?;
+        self.machine.check_ranges().map_err(at("machine".into()))?;
+        self.machine
+            .tlb
+            .check_ranges()
+            .map_err(at("machine.tlb".into()))?;
+        for (i, n) in self.machine.nodes.iter().enumerate() {
+            n.check_ranges()
+                .map_err(at(format!("machine.nodes[{i}]")))?;
+        }
+        self.vm.check_ranges().map_err(at("vm".into()))?;
+        self.kernel.check_ranges().map_err(at("kernel".into()))?;
+        self.x86.check_ranges().map_err(at("x86".into()))?;
+        self.sim.check_ranges().map_err(at("sim".into()))?;
+        self.debug.check_ranges().map_err(at("debug".into()))?;
+        Ok(())
+    }
+
+    /// Cache and TLB geometry, CPU ownership, node count and size, the SLIT.
+    fn check_machine(&self, origin: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, msg: String| Err(ConfigError::key(origin, key, msg));
+        let m = &self.machine;
+        for (name, e, w) in [
+            ("dtlb", m.tlb.dtlb_entries, m.tlb.dtlb_ways),
+            ("itlb", m.tlb.itlb_entries, m.tlb.itlb_ways),
+            ("stlb", m.tlb.stlb_entries, m.tlb.stlb_ways),
+        ] {
+            if w == 0 || w > 32 || e % w != 0 || !(e / w).is_power_of_two() {
+                return bad(
+                    &format!("machine.tlb.{name}_entries"),
+                    format!("{e} entries in {w} ways: need ways in 1..=32 and a power-of-two number of sets"),
+                );
+            }
+        }
+        if m.cache_kib > 0 {
+            let lines = (m.cache_kib as u64 * 1024) / 64;
+            let w = m.cache_ways as u64;
+            if w == 0
+                || w > 32
+                || !lines.is_multiple_of(w)
+                || !(lines / w).is_power_of_two()
+                || lines / w < 256
+            {
+                return bad(
+                    "machine.cache_kib",
+                    format!("{} KiB in {} ways: need ways in 1..=32 and a power-of-two number of sets ≥ 256", m.cache_kib, m.cache_ways),
+                );
+            }
+        }
+        if m.nodes.is_empty() {
+            return bad(
+                "machine.nodes",
+                "a machine needs at least one memory node".into(),
+            );
+        }
+        if m.nodes.len() > 64 {
+            return bad("machine.nodes", "at most 64 nodes".into());
+        }
+        let mut owner = vec![None; m.cpus as usize];
+        let mut total_pages = 0u64;
+        for (i, n) in m.nodes.iter().enumerate() {
+            let key = format!("machine.nodes[{i}].cpus");
+            total_pages = total_pages.saturating_add(n.capacity_mib.saturating_mul(256));
+            let cpus = match parse_cpu_list(&n.cpus) {
+                Ok(c) => c,
+                Err(e) => return bad(&key, e),
+            };
+            for c in cpus {
+                if c >= m.cpus {
+                    return bad(
+                        &key,
+                        format!("CPU {c} does not exist (machine.cpus = {})", m.cpus),
+                    );
+                }
+                if let Some(prev) = owner[c as usize] {
+                    return bad(&key, format!("CPU {c} is already on node {prev}"));
+                }
+                owner[c as usize] = Some(i);
+            }
+        }
+        if let Some(c) = owner.iter().position(|o| o.is_none()) {
+            return bad("machine.nodes", format!("CPU {c} is on no node"));
+        }
+        if total_pages >= u32::MAX as u64 {
+            return bad("machine.nodes", "more than 16 TiB of memory".into());
+        }
+        self.check_distance(origin)
+    }
+
+    /// The SLIT: n×n, LOCAL_DISTANCE on the diagonal, more than that elsewhere.
+    fn check_distance(&self, origin: &str) -> Result<(), ConfigError> {
+        let d = &self.machine.distance;
+        if d.is_empty() {
+            return Ok(());
+        }
+        let bad = |msg: String| Err(ConfigError::key(origin, "machine.distance", msg));
+        let n = self.machine.nodes.len();
+        if d.len() != n || d.iter().any(|r| r.len() != n) {
+            return bad(format!("must be a {n}×{n} matrix"));
+        }
+        for (i, row) in d.iter().enumerate() {
+            if row[i] != 10 {
+                return bad(format!("node {i} to itself must be 10 (LOCAL_DISTANCE)"));
+            }
+            if row.iter().enumerate().any(|(j, &d)| j != i && d <= 10) {
+                return bad(format!("row {i}: remote distances must exceed 10"));
+            }
+        }
+        Ok(())
+    }
+}
