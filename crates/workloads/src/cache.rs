@@ -158,8 +158,7 @@ impl Config {
 
     fn from_table(table: &toml::Table, origin: &str, cpus: u32) -> Result<Config, ConfigError> {
         let raw: RawConfig = typed(toml::Value::Table(table.clone()), origin, "workload")?;
-        let err =
-            |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
+        let err = |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
         if raw.kind != "cache" {
             return Err(err(
                 "type",

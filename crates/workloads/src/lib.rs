@@ -56,8 +56,7 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
         .and_then(|v| v.as_str())
         .unwrap_or("")
         .to_string();
-    let bad =
-        |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
+    let bad = |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
     match kind.as_str() {
         "xsbench" => {
             let t: XsbenchToml = typed(table, origin, "workload")?;
