@@ -5,6 +5,7 @@ use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{prot, Placement};
 
+use super::phase_keys::PhaseCfg;
 use super::Keyed;
 
 #[derive(Deserialize)]
@@ -22,8 +23,10 @@ pub(super) struct Cfg {
     pub loops: u64,
     #[serde(default)]
     pub regions: Vec<RegionCfg>,
+    /// Typed one by one by `PhaseCfg::parse`: an error inside a serde-tagged enum would lose
+    /// its key path.
     #[serde(default)]
-    pub phases: Vec<PhaseCfg>,
+    pub phases: Vec<toml::Table>,
     #[serde(default, rename = "loop")]
     pub groups: Vec<LoopCfg>,
     /// Sub-ranges of regions whose per-node residency the timeline also reports.
@@ -69,32 +72,6 @@ pub(super) struct RegionCfg {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct PhaseCfg {
-    pub name: Option<String>,
-    pub kind: String,
-    pub region: Option<String>,
-    pub threads: Option<Vec<u32>>,
-    pub offset_pages: Option<u64>,
-    pub pages: Option<u64>,
-    pub write: Option<bool>,
-    pub write_fraction: Option<f64>,
-    pub order: Option<String>,
-    pub distribution: Option<String>,
-    pub zipf_s: Option<f64>,
-    pub hot: Option<String>,
-    pub count: Option<u64>,
-    pub duration_ms: Option<f64>,
-    pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<u32>,
-    pub stride_bytes: Option<u64>,
-    pub advice: Option<String>,
-    pub node: Option<u32>,
-    pub prot: Option<String>,
-    pub ms: Option<f64>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct LoopCfg {
     pub times: u64,
     pub phases: Vec<String>,
@@ -111,89 +88,18 @@ pub(super) fn parse_prot(s: &str) -> Option<u8> {
     })
 }
 
-pub(super) const REGION_KINDS: &[&str] = &[
-    "touch",
-    "random",
-    "stride",
-    "madvise",
-    "move_pages",
-    "mprotect",
-    "mmap",
-    "munmap",
-];
-
-/// Which optional phase keys each kind accepts (name, kind and threads are always accepted).
-pub(super) fn allowed(kind: &str) -> &'static [&'static str] {
-    const RANGE: [&str; 3] = ["region", "offset_pages", "pages"];
-    match kind {
-        "touch" => &[
-            "region",
-            "offset_pages",
-            "pages",
-            "write",
-            "order",
-            "rate_per_s",
-            "gap_cycles",
-        ],
-        "random" => &[
-            "region",
-            "offset_pages",
-            "pages",
-            "write",
-            "write_fraction",
-            "distribution",
-            "zipf_s",
-            "hot",
-            "count",
-            "duration_ms",
-            "rate_per_s",
-            "gap_cycles",
-        ],
-        "stride" => &[
-            "region",
-            "offset_pages",
-            "pages",
-            "write",
-            "stride_bytes",
-            "rate_per_s",
-            "gap_cycles",
-        ],
-        "madvise" => &["region", "offset_pages", "pages", "advice"],
-        "move_pages" => &["region", "offset_pages", "pages", "node"],
-        "mprotect" => &["region", "offset_pages", "pages", "prot"],
-        "mmap" | "munmap" => &RANGE,
-        "sleep" => &["ms"],
-        _ => &[],
-    }
-}
-
-pub(super) fn present(p: &PhaseCfg) -> [(&'static str, bool); 18] {
-    [
-        ("region", p.region.is_some()),
-        ("offset_pages", p.offset_pages.is_some()),
-        ("pages", p.pages.is_some()),
-        ("write", p.write.is_some()),
-        ("write_fraction", p.write_fraction.is_some()),
-        ("order", p.order.is_some()),
-        ("distribution", p.distribution.is_some()),
-        ("zipf_s", p.zipf_s.is_some()),
-        ("hot", p.hot.is_some()),
-        ("count", p.count.is_some()),
-        ("duration_ms", p.duration_ms.is_some()),
-        ("rate_per_s", p.rate_per_s.is_some()),
-        ("gap_cycles", p.gap_cycles.is_some()),
-        ("stride_bytes", p.stride_bytes.is_some()),
-        ("advice", p.advice.is_some()),
-        ("node", p.node.is_some()),
-        ("prot", p.prot.is_some()),
-        ("ms", p.ms.is_some()),
-    ]
-}
-
-/// Type the `[workload]` table and check its top-level numbers.
-pub(super) fn parse(table: &toml::Table, origin: &str) -> Result<Cfg, ConfigError> {
+/// Type the `[workload]` table, its phases by kind, and check its top-level numbers.
+pub(super) fn parse(
+    table: &toml::Table,
+    origin: &str,
+) -> Result<(Cfg, Vec<PhaseCfg>), ConfigError> {
     let e = Keyed(origin);
-    let cfg: Cfg = typed(toml::Value::Table(table.clone()), origin, "workload")?;
+    let mut cfg: Cfg = typed(toml::Value::Table(table.clone()), origin, "workload")?;
+    let phases = std::mem::take(&mut cfg.phases)
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| PhaseCfg::parse(t, i, origin))
+        .collect::<Result<Vec<_>, _>>()?;
     if cfg.kind != "scripted" {
         return Err(e.at(
             "workload.type",
@@ -212,7 +118,7 @@ pub(super) fn parse(table: &toml::Table, origin: &str) -> Result<Cfg, ConfigErro
     if cfg.loops == 0 {
         return Err(e.at("workload.loops", "must be at least 1"));
     }
-    Ok(cfg)
+    Ok((cfg, phases))
 }
 
 /// Where each thread runs.

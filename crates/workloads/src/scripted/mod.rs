@@ -24,6 +24,7 @@
 
 mod config;
 mod loops;
+mod phase_keys;
 mod phases;
 mod plan;
 mod regions;
@@ -75,11 +76,11 @@ pub fn build(
 ) -> Result<Workload, ConfigError> {
     // The clock is not needed: every time-based knob is in simulated ns / ms.
     let _ = cpu_ghz;
-    let cfg = config::parse(table, origin)?;
+    let (cfg, phase_cfgs) = config::parse(table, origin)?;
     let nthreads = cfg.threads;
     let placements = config::placements(&cfg, cpus, origin)?;
     let (regions, files) = regions::lay_out(&cfg.regions, nodes, origin)?;
-    let phases = phases::plan(&cfg.phases, &regions, nthreads, nodes, seed, origin)?;
+    let phases = phases::plan(&phase_cfgs, &regions, nthreads, nodes, seed, origin)?;
     let steps = loops::steps(&cfg.groups, &phases.ids, phases.plans.len(), origin)?;
 
     let placement = match &cfg.placement {

@@ -113,6 +113,7 @@ pub(super) fn specs(
     watch: &[WatchCfg],
     origin: &str,
 ) -> Result<Vec<RegionSpec>, ConfigError> {
+    let e = Keyed(origin);
     let mut region_specs: Vec<RegionSpec> = regions
         .iter()
         .map(|r| RegionSpec {
@@ -123,24 +124,22 @@ pub(super) fn specs(
         })
         .collect();
     for (i, w) in watch.iter().enumerate() {
-        let key = |k: &str| format!("{origin}: key `workload.watch[{i}].{k}`: ");
+        let key = |k: &str| format!("workload.watch[{i}].{k}");
         let Some(r) = regions.iter().find(|r| r.name == w.region) else {
-            return Err(ConfigError(format!(
-                "{}unknown region '{}'",
-                key("region"),
-                w.region
-            )));
+            return Err(e.at(key("region"), format!("unknown region '{}'", w.region)));
         };
         let pages = w.pages.unwrap_or(r.pages.saturating_sub(w.offset_pages));
         if pages == 0 || w.offset_pages + pages > r.pages {
-            return Err(ConfigError(format!(
-                "{}pages {}..{} are outside region '{}' ({} pages)",
+            return Err(e.at(
                 key("pages"),
-                w.offset_pages,
-                w.offset_pages + pages,
-                r.name,
-                r.pages
-            )));
+                format!(
+                    "pages {}..{} are outside region '{}' ({} pages)",
+                    w.offset_pages,
+                    w.offset_pages + pages,
+                    r.name,
+                    r.pages
+                ),
+            ));
         }
         region_specs.push(RegionSpec {
             name: w.name.clone(),

@@ -513,6 +513,33 @@ fn errors_name_the_key() {
 }
 
 #[test]
+fn each_kind_rejects_keys_it_does_not_take_and_names_key_and_kind() {
+    // (kind, the other keys it needs, a key some other kind takes)
+    let cases = [
+        ("touch", "region = \"buf\"", "count"),
+        ("random", "region = \"buf\"\ncount = 1", "order"),
+        ("stride", "region = \"buf\"", "hot"),
+        ("madvise", "region = \"buf\"\nadvice = \"cold\"", "node"),
+        ("move_pages", "region = \"buf\"\nnode = 1", "advice"),
+        ("mprotect", "region = \"buf\"\nprot = \"r\"", "write"),
+        ("mmap", "region = \"buf\"", "write"),
+        ("munmap", "region = \"buf\"", "stride_bytes"),
+        ("sleep", "ms = 1", "region"),
+        ("barrier", "", "ms"),
+    ];
+    for (kind, needs, foreign) in cases {
+        let ok = format!("{BUF8}[[workload.phases]]\nkind = \"{kind}\"\n{needs}\n");
+        try_build(&ok, 1).unwrap_or_else(|e| panic!("{e}"));
+        let e = try_build(&format!("{ok}{foreign} = 1\n"), 1)
+            .err()
+            .expect("a key the kind does not take is an error");
+        let key = format!("t.toml: key `workload.phases[0].{foreign}`: unknown field `{foreign}`");
+        assert!(e.0.starts_with(&key), "{e}");
+        assert!(e.0.ends_with(&format!("(kind = \"{kind}\")")), "{e}");
+    }
+}
+
+#[test]
 fn watched_sub_ranges_become_timeline_regions_and_bad_ones_name_the_key() {
     let text = r#"
 type = "scripted"
