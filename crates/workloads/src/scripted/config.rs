@@ -8,6 +8,7 @@ use tierlab::workload::{prot, Placement};
 use super::phase_keys::PhaseCfg;
 use super::Keyed;
 
+/// `[workload]` with `type = "scripted"`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Cfg {
@@ -34,6 +35,7 @@ pub(super) struct Cfg {
     pub watch: Vec<WatchCfg>,
 }
 
+/// `[[workload.watch]]`: a sub-range of a region the timeline reports on its own.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WatchCfg {
@@ -51,6 +53,7 @@ fn one64() -> u64 {
     1
 }
 
+/// `placement`: "spread", "pinned" or one CPU id per thread.
 #[derive(Deserialize)]
 #[serde(untagged)]
 pub(super) enum PlacementCfg {
@@ -58,6 +61,7 @@ pub(super) enum PlacementCfg {
     Cpus(Vec<u32>),
 }
 
+/// `[[workload.regions]]`: one mapping, sized by exactly one of size_mib / size_kib / pages.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RegionCfg {
@@ -70,6 +74,7 @@ pub(super) struct RegionCfg {
     pub node: Option<u32>,
 }
 
+/// `[[workload.loop]]`: phases (by name) repeated `times` times.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct LoopCfg {
@@ -77,6 +82,7 @@ pub(super) struct LoopCfg {
     pub phases: Vec<String>,
 }
 
+/// A `prot` value ("none", "r", "rw", "rx", "rwx") as `prot` bits.
 pub(super) fn parse_prot(s: &str) -> Option<u8> {
     Some(match s {
         "none" => 0,

@@ -52,6 +52,7 @@ impl Keyed<'_> {
     }
 }
 
+/// SplitMix64's finalizer: scrambles a seed so nearby inputs give unrelated outputs.
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -160,7 +160,7 @@ pub(super) struct Shared<'a> {
     pub threads: Option<&'a [u32]>,
     /// `None` for the kinds without a region (sleep, barrier).
     pub range: Option<RangeKeys<'a>>,
-    /// `None` for the kinds that are one op.
+    /// `None` for the kinds that make no loads or stores.
     pub access: Option<AccessKeys>,
 }
 
@@ -221,6 +221,7 @@ impl PhaseCfg {
         )
     }
 
+    /// The keys this phase has in common with other kinds.
     pub fn shared(&self) -> Shared<'_> {
         let (name, threads) = match self {
             PhaseCfg::Touch(c) => (&c.name, &c.threads),
