@@ -1,6 +1,8 @@
-//! The run's parameters: H-M size, gridpoints, threads, particles, and the compute costs the
-//! simulator charges besides the emitted memory ops.
+//! The run's parameters (H-M size, gridpoints, threads, particles, and the compute costs the
+//! simulator charges besides the emitted memory ops) and how a scenario's `[workload]` sets them.
 
+use serde::Deserialize;
+use tierlab::config::{typed, ConfigError};
 use tierlab::workload::Placement;
 
 /// H-M benchmark size (`-s`). XL/XXL only change `n_gridpoints`; use `gridpoints` for them.
@@ -85,5 +87,105 @@ impl XsbenchConfig {
     }
     pub fn total_lookups(&self) -> u64 {
         self.particles * self.lookups_per_particle as u64
+    }
+}
+
+/// `[workload]` with `type = "xsbench"`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct XsbenchToml {
+    #[serde(rename = "type")]
+    _type: String,
+    #[serde(default = "large")]
+    size: String,
+    gridpoints: Option<u64>,
+    #[serde(default = "one")]
+    scale: f64,
+    #[serde(default = "sixteen")]
+    threads: u32,
+    particles: Option<u64>,
+    #[serde(default = "thirty_four")]
+    lookups_per_particle: u32,
+    /// "spread" (default) or "pinned" (thread i on CPU i mod CPUs).
+    #[serde(default = "spread")]
+    placement: String,
+    compute_cycles_per_nuclide: Option<u32>,
+    init_cycles_per_page: Option<u32>,
+}
+
+fn large() -> String {
+    "large".into()
+}
+fn one() -> f64 {
+    1.0
+}
+fn sixteen() -> u32 {
+    16
+}
+fn thirty_four() -> u32 {
+    34
+}
+fn spread() -> String {
+    "spread".into()
+}
+
+impl XsbenchConfig {
+    /// The run a scenario's `type = "xsbench"` table describes; `seed` is the scenario's. With
+    /// `placement = "pinned"` every thread comes back `Pinned(0)`, to be spread over the CPUs.
+    pub fn from_table(table: &toml::Table, origin: &str, seed: u64) -> Result<Self, ConfigError> {
+        let bad = |key: &str, msg: String| ConfigError::key(origin, format!("workload.{key}"), msg);
+        let t: XsbenchToml = typed(toml::Value::Table(table.clone()), origin, "workload")?;
+        let mut x = XsbenchConfig {
+            seed,
+            ..Default::default()
+        };
+        x.size = match t.size.as_str() {
+            "small" => Size::Small,
+            "large" => Size::Large,
+            s => {
+                return Err(bad(
+                    "size",
+                    format!("'{s}': expected \"small\" or \"large\""),
+                ))
+            }
+        };
+        if !(t.scale > 0.0 && t.scale <= 100.0) {
+            return Err(bad("scale", format!("{} must be in (0, 100]", t.scale)));
+        }
+        if t.threads == 0 {
+            return Err(bad("threads", "must be ≥ 1".into()));
+        }
+        if t.lookups_per_particle == 0 {
+            return Err(bad("lookups_per_particle", "must be ≥ 1".into()));
+        }
+        if let Some(g) = t.gridpoints {
+            if g < 2 {
+                return Err(bad("gridpoints", "must be ≥ 2".into()));
+            }
+        }
+        x.gridpoints = t.gridpoints;
+        x.scale = t.scale;
+        x.threads = t.threads;
+        if let Some(p) = t.particles {
+            x.particles = p;
+        }
+        x.lookups_per_particle = t.lookups_per_particle;
+        x.placement = match t.placement.as_str() {
+            "spread" => Placement::Spread,
+            "pinned" => Placement::Pinned(0),
+            s => {
+                return Err(bad(
+                    "placement",
+                    format!("'{s}': expected \"spread\" or \"pinned\""),
+                ))
+            }
+        };
+        if let Some(v) = t.compute_cycles_per_nuclide {
+            x.compute_cycles_per_nuclide = v;
+        }
+        if let Some(v) = t.init_cycles_per_page {
+            x.init_cycles_per_page = v;
+        }
+        Ok(x)
     }
 }

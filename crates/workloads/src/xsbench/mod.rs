@@ -27,7 +27,10 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-use tierlab::workload::{FileSpec, Mark, Op, RegionSpec, ThreadSpec, ThreadStream, Workload};
+use tierlab::config::ConfigError;
+use tierlab::workload::{
+    FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+};
 
 pub use config::{Size, XsbenchConfig, DEFAULT_GRIDPOINTS};
 pub use grid_init::QSORT_CYCLES_PER_COMPARE;
@@ -53,6 +56,23 @@ fn fancy_int(a: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Build from a scenario's `[workload]` table; "pinned" puts thread i on CPU i mod `cpus`.
+pub fn from_table(
+    table: &toml::Table,
+    origin: &str,
+    seed: u64,
+    cpus: u32,
+) -> Result<Workload, ConfigError> {
+    let cfg = XsbenchConfig::from_table(table, origin, seed)?;
+    let mut w = build(&cfg);
+    if let Placement::Pinned(_) = cfg.placement {
+        for (i, th) in w.threads.iter_mut().enumerate() {
+            th.placement = Placement::Pinned(i as u32 % cpus);
+        }
+    }
+    Ok(w)
 }
 
 /// The workload: thread 0 initializes the data, then every thread runs its share of the
