@@ -1,0 +1,87 @@
+//! The order phases run in: `[[workload.loop]]` groups resolved into steps. A group runs at the
+//! position of its earliest member; its members do not also run on their own.
+
+use std::collections::HashMap;
+
+use tierlab::config::ConfigError;
+
+use super::config::LoopCfg;
+use super::plan::Step;
+use super::Keyed;
+
+/// The steps of one pass over `nphases` phases; `ids` maps phase names to indices.
+pub(super) fn steps(
+    groups: &[LoopCfg],
+    ids: &HashMap<String, usize>,
+    nphases: usize,
+    origin: &str,
+) -> Result<Vec<Step>, ConfigError> {
+    let e = Keyed(origin);
+    let mut owner: Vec<Option<usize>> = vec![None; nphases];
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (g, l) in groups.iter().enumerate() {
+        if l.times == 0 {
+            return Err(e.at(format!("workload.loop[{g}].times"), "must be at least 1"));
+        }
+        if l.phases.is_empty() {
+            return Err(e.at(
+                format!("workload.loop[{g}].phases"),
+                "needs at least one phase",
+            ));
+        }
+        let mut m = Vec::new();
+        for (j, n) in l.phases.iter().enumerate() {
+            let k = format!("workload.loop[{g}].phases[{j}]");
+            let &pi = ids
+                .get(n)
+                .ok_or_else(|| e.at(&k, format!("unknown phase name {n:?}")))?;
+            match owner[pi] {
+                Some(o) if o != g => {
+                    return Err(e.at(&k, format!("phase {n:?} is already in workload.loop[{o}]")))
+                }
+                _ => owner[pi] = Some(g),
+            }
+            m.push(pi);
+        }
+        members.push(m);
+    }
+    let mut steps = Vec::new();
+    let mut emitted = vec![false; groups.len()];
+    for (i, o) in owner.iter().enumerate() {
+        match *o {
+            None => steps.push(Step {
+                members: vec![i],
+                times: 1,
+            }),
+            Some(g) if !emitted[g] => {
+                emitted[g] = true;
+                steps.push(Step {
+                    members: members[g].clone(),
+                    times: groups[g].times,
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(steps)
+}
+
+/// The report line of the program: `name, 3 × [a, b], ...`, wrapped in `loops × (...)`.
+pub(super) fn describe(steps: &[Step], names: &[String], loops: u64) -> String {
+    let step_list: Vec<String> = steps
+        .iter()
+        .map(|s| {
+            let n: Vec<&str> = s.members.iter().map(|&m| names[m].as_str()).collect();
+            if s.times == 1 && n.len() == 1 {
+                n[0].to_string()
+            } else {
+                format!("{} × [{}]", s.times, n.join(", "))
+            }
+        })
+        .collect();
+    let mut program = step_list.join(", ");
+    if loops > 1 {
+        program = format!("{} × ({program})", loops);
+    }
+    program
+}

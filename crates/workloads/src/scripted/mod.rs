@@ -1,0 +1,138 @@
+//! `type = "scripted"`: the small C micro-benchmarks kernel developers write (swap_bench,
+//! swap-young.c, ...) described as a list of regions and a list of phases in TOML.
+//!
+//! Program shape (every thread runs the same program; phases are sequential, like C programs
+//! separated by pthread barriers):
+//!
+//! 1. thread 0 maps every region (`Op::Mmap`), then every thread emits `Op::Barrier`;
+//! 2. for each phase instance, every *participating* thread emits `Mark(Phase(id))`, the phase's
+//!    ops and `Mark(Work(n))` (n = its accesses in that phase, omitted when 0); then *every*
+//!    thread emits `Op::Barrier`;
+//! 3. every thread emits `Op::Exit`.
+//!
+//! The phase list runs in definition order, `loops` times. A `[[workload.loop]]` entry repeats a
+//! list of phases (by name) `times` times; the group runs at the position of its earliest
+//! member in the phase list, and its members are not also run on their own. Loop iterations
+//! reuse the phase ids, so per-phase totals accumulate.
+//!
+//! Region binding (`node` on a region) is approximated: the region is first-touched wherever the
+//! kernel puts it, and after each `touch` phase of that region the lowest participating thread
+//! emits `Op::MovePages` of the whole region to `node` (an mbind(MPOL_MF_MOVE) after the fact).
+//!
+//! Streams are generated lazily, ~1024 ops per `refill`; only a `touch` phase's random
+//! permutation and a Zipf phase's CDF are precomputed (once per phase, shared by all threads).
+
+mod config;
+mod loops;
+mod phase_keys;
+mod phases;
+mod plan;
+mod regions;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::fmt::Display;
+use std::sync::Arc;
+
+use tierlab::config::ConfigError;
+use tierlab::workload::{Op, ThreadSpec, ThreadStream, Workload};
+
+use config::PlacementCfg;
+use plan::Program;
+use stream::Stream;
+
+const PAGE: u64 = 4096;
+
+/// Error helper: "origin: key `key`: message".
+struct Keyed<'a>(&'a str);
+impl Keyed<'_> {
+    fn at(&self, key: impl Display, msg: impl Display) -> ConfigError {
+        ConfigError::key(self.0, key, msg)
+    }
+}
+
+/// SplitMix64's finalizer: scrambles a seed so nearby inputs give unrelated outputs.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seed derived from the scenario's: one stream per `salt` (what it is for) and `n` (which).
+fn mix(seed: u64, salt: u64, n: u64) -> u64 {
+    splitmix(splitmix(seed ^ salt).wrapping_add(n))
+}
+
+/// Build a scripted workload from the scenario's [workload] table. `origin` is the file name for
+/// errors; `nodes` is the machine's node count; `cpus` its CPU count; `cpu_ghz` its clock.
+pub fn build(
+    table: &toml::Table,
+    origin: &str,
+    seed: u64,
+    nodes: u32,
+    cpus: u32,
+    cpu_ghz: f64,
+) -> Result<Workload, ConfigError> {
+    // The clock is not needed: every time-based knob is in simulated ns / ms.
+    let _ = cpu_ghz;
+    let (cfg, phase_cfgs) = config::parse(table, origin)?;
+    let nthreads = cfg.threads;
+    let placements = config::placements(&cfg, cpus, origin)?;
+    let (regions, files) = regions::lay_out(&cfg.regions, nodes, origin)?;
+    let phases = phases::plan(&phase_cfgs, &regions, nthreads, nodes, seed, origin)?;
+    let steps = loops::steps(&cfg.groups, &phases.ids, phases.plans.len(), origin)?;
+
+    let placement = match &cfg.placement {
+        None => "spread".to_string(),
+        Some(PlacementCfg::Named(s)) => s.clone(),
+        Some(PlacementCfg::Cpus(c)) => format!("CPUs {c:?}"),
+    };
+    let region_list: Vec<String> = regions.iter().map(regions::describe).collect();
+    let info = vec![
+        ("threads".to_string(), format!("{nthreads} ({placement})")),
+        ("regions".to_string(), region_list.join("; ")),
+        (
+            "program".to_string(),
+            loops::describe(&steps, &phases.names, cfg.loops),
+        ),
+    ];
+
+    let prologue: Vec<Op> = regions
+        .iter()
+        .map(|r| Op::Mmap {
+            addr: r.start,
+            len: r.pages * PAGE,
+            prot: r.prot,
+            backing: r.backing,
+        })
+        .collect();
+    let region_specs = regions::specs(&regions, &cfg.watch, origin)?;
+    let prog = Arc::new(Program {
+        prologue,
+        phases: phases.plans,
+        steps,
+        loops: cfg.loops,
+    });
+    let threads = placements
+        .into_iter()
+        .enumerate()
+        .map(|(t, placement)| ThreadSpec {
+            process: 0,
+            placement,
+            stream: Box::new(Stream::new(Arc::clone(&prog), t as u32, seed))
+                as Box<dyn ThreadStream>,
+        })
+        .collect();
+    Ok(Workload {
+        name: cfg.name.unwrap_or_else(|| "scripted".to_string()),
+        work_unit: "accesses".to_string(),
+        processes: 1,
+        files,
+        threads,
+        info,
+        phases: phases.names,
+        regions: region_specs,
+    })
+}

@@ -1,0 +1,103 @@
+//! The validated program every thread of a scripted workload runs: regions laid out at fixed
+//! addresses, phases resolved to op bodies, loop groups resolved to steps.
+
+use std::sync::Arc;
+
+use tierlab::workload::{Backing, Op};
+
+/// A region at its address.
+pub(super) struct Region {
+    pub name: String,
+    pub start: u64,
+    pub pages: u64,
+    pub prot: u8,
+    pub backing: Backing,
+    /// Node the region is moved to after each `touch` of it (approximated mbind).
+    pub node: Option<u32>,
+}
+
+/// Which accesses of an access phase are stores.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Writes {
+    Never,
+    Always,
+    Fraction(f64),
+}
+
+/// The order (or distribution) of an access phase's addresses.
+pub(super) enum Pattern {
+    Seq,
+    Rev,
+    /// A random order of the pages, shared by all threads.
+    Perm(Arc<[u32]>),
+    Stride {
+        bytes: u64,
+        count: u64,
+    },
+    Uniform {
+        count: u64,
+    },
+    Zipf {
+        count: u64,
+        /// Cumulative probability of ranks 0..=k, shared by all threads.
+        cdf: Arc<[f64]>,
+        hot_last: bool,
+    },
+}
+
+/// Loads and stores over `pages` pages from `start`.
+pub(super) struct Access {
+    pub start: u64,
+    pub pages: u64,
+    pub pattern: Pattern,
+    pub writes: Writes,
+    /// `Op::Pace` interval (ns) before each access.
+    pub pace: Option<u32>,
+    /// `Op::Compute` cycles between accesses.
+    pub gap: Option<u32>,
+}
+
+impl Access {
+    /// Accesses one participating thread makes.
+    pub fn count(&self) -> u64 {
+        match &self.pattern {
+            Pattern::Seq | Pattern::Rev => self.pages,
+            Pattern::Perm(p) => p.len() as u64,
+            Pattern::Stride { count, .. }
+            | Pattern::Uniform { count }
+            | Pattern::Zipf { count, .. } => *count,
+        }
+    }
+}
+
+/// What a participating thread does in a phase.
+pub(super) enum Body {
+    Nothing,
+    Op(Op),
+    Access(Access),
+}
+
+pub(super) struct PhasePlan {
+    /// `Mark::Phase` id: the phase's index in the phase list.
+    pub id: u32,
+    pub participants: Vec<bool>,
+    pub body: Body,
+    /// Emitted by thread `lead` at the end of the phase (region binding).
+    pub after: Option<Op>,
+    pub lead: u32,
+}
+
+/// Phases run together `times` times (a loop group, or one phase once).
+pub(super) struct Step {
+    pub members: Vec<usize>,
+    pub times: u64,
+}
+
+pub(super) struct Program {
+    /// Thread 0's mmaps of every region.
+    pub prologue: Vec<Op>,
+    pub phases: Vec<PhasePlan>,
+    pub steps: Vec<Step>,
+    /// Repetitions of the whole step list.
+    pub loops: u64,
+}

@@ -1,0 +1,603 @@
+//! Tests of the scripted workload: exact op sequences, distributions and keyed errors.
+
+use tierlab::config::ConfigError;
+use tierlab::workload::{advice, prot, Backing, Mark, Op, Placement, ThreadStream, Workload};
+
+use super::build;
+use super::regions::{ALIGN, BASE};
+use super::stream::CHUNK;
+use super::PAGE;
+
+const HDR: &str = "[workload]\ntype = \"scripted\"\n";
+
+fn try_build(src: &str, seed: u64) -> Result<Workload, ConfigError> {
+    let doc: toml::Table = toml::from_str(&format!("{HDR}{src}")).expect("test TOML parses");
+    let table = doc["workload"].as_table().unwrap().clone();
+    build(&table, "t.toml", seed, 2, 4, 2.2)
+}
+
+fn wl(src: &str) -> Workload {
+    try_build(src, 7).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn drain(s: &mut dyn ThreadStream) -> Vec<Op> {
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        s.refill(&mut out);
+        if out.len() == before {
+            return out;
+        }
+        assert!(out.len() - before <= CHUNK + 8, "refill must stay chunked");
+        assert!(out.len() < 50_000_000, "runaway stream");
+    }
+}
+
+fn ops(w: &mut Workload, t: usize) -> Vec<Op> {
+    drain(w.threads[t].stream.as_mut())
+}
+
+fn accesses(ops: &[Op]) -> Vec<Op> {
+    ops.iter()
+        .copied()
+        .filter(|o| matches!(o, Op::Load(_) | Op::Store(_)))
+        .collect()
+}
+
+fn addr(o: &Op) -> u64 {
+    match o {
+        Op::Load(a) | Op::Store(a) => *a,
+        _ => panic!("not an access: {o:?}"),
+    }
+}
+
+const BUF8: &str = "[[workload.regions]]\nname = \"buf\"\npages = 8\n";
+
+#[test]
+fn touch_sequential_exact_sequence() {
+    let mut w = wl(&format!(
+        "{BUF8}[[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n"
+    ));
+    assert_eq!(w.phases, vec!["touch buf".to_string()]);
+    assert_eq!(w.regions.len(), 1);
+    assert_eq!(w.regions[0].start, BASE);
+    assert_eq!(w.regions[0].len, 8 * PAGE);
+    let o = ops(&mut w, 0);
+    let mut want = vec![
+        Op::Mmap {
+            addr: BASE,
+            len: 8 * PAGE,
+            prot: prot::READ | prot::WRITE,
+            backing: Backing::Anon,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(0)),
+    ];
+    want.extend((0..8).map(|i| Op::Store(BASE + i * PAGE)));
+    want.extend([Op::Mark(Mark::Work(8)), Op::Barrier, Op::Exit]);
+    assert_eq!(o, want);
+}
+
+#[test]
+fn touch_reverse_and_random_permutation() {
+    let mut w = wl(&format!(
+        "{BUF8}[[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\norder = \"reverse\"\n"
+    ));
+    let a = accesses(&ops(&mut w, 0));
+    let want: Vec<Op> = (0..8).rev().map(|i| Op::Load(BASE + i * PAGE)).collect();
+    assert_eq!(a, want);
+
+    let mut w = wl("[[workload.regions]]\nname = \"b\"\npages = 64\n\
+         [[workload.phases]]\nkind = \"touch\"\nregion = \"b\"\norder = \"random\"\n");
+    let a: Vec<u64> = accesses(&ops(&mut w, 0)).iter().map(addr).collect();
+    assert_eq!(a.len(), 64);
+    let seq: Vec<u64> = (0..64).map(|i| BASE + i * PAGE).collect();
+    assert_ne!(a, seq, "a random order should not be sequential");
+    let mut sorted = a.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, seq, "every page exactly once");
+}
+
+#[test]
+fn stride_and_subrange() {
+    let mut w = wl("[[workload.regions]]\nname = \"b\"\npages = 2\n\
+         [[workload.phases]]\nkind = \"stride\"\nregion = \"b\"\nstride_bytes = 1024\n\
+         [[workload.phases]]\nkind = \"stride\"\nregion = \"b\"\nstride_bytes = 3000\noffset_pages = 1\npages = 1\nwrite = true\n");
+    assert_eq!(w.phases, vec!["stride b", "stride b #2"]);
+    let o = ops(&mut w, 0);
+    let a = accesses(&o);
+    let mut want: Vec<Op> = (0..8).map(|i| Op::Load(BASE + i * 1024)).collect();
+    want.extend([Op::Store(BASE + PAGE), Op::Store(BASE + PAGE + 3000)]);
+    assert_eq!(a, want);
+    assert!(o.contains(&Op::Mark(Mark::Work(8))));
+    assert!(o.contains(&Op::Mark(Mark::Work(2))));
+}
+
+#[test]
+fn single_op_phases() {
+    let mut w = wl(&format!(
+        "{BUF8}[[workload.regions]]\nname = \"f\"\nkind = \"file\"\nsize_kib = 16\nprot = \"r\"\n\
+         [[workload.phases]]\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"pageout\"\n\
+         [[workload.phases]]\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"cold\"\noffset_pages = 2\npages = 3\n\
+         [[workload.phases]]\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"dontneed\"\n\
+         [[workload.phases]]\nkind = \"move_pages\"\nregion = \"buf\"\nnode = 1\n\
+         [[workload.phases]]\nkind = \"mprotect\"\nregion = \"buf\"\nprot = \"r\"\n\
+         [[workload.phases]]\nkind = \"sleep\"\nms = 10\n\
+         [[workload.phases]]\nkind = \"barrier\"\n\
+         [[workload.phases]]\nkind = \"munmap\"\nregion = \"f\"\n\
+         [[workload.phases]]\nkind = \"mmap\"\nregion = \"f\"\noffset_pages = 1\n"
+    ));
+    assert_eq!(w.files.len(), 1);
+    assert_eq!(w.files[0].pages, 4);
+    let f = w.regions[1].start;
+    assert!(f >= BASE + 8 * PAGE + ALIGN);
+    assert_eq!(f % ALIGN, 0);
+    let o = ops(&mut w, 0);
+    let want = vec![
+        Op::Mmap {
+            addr: BASE,
+            len: 8 * PAGE,
+            prot: 3,
+            backing: Backing::Anon,
+        },
+        Op::Mmap {
+            addr: f,
+            len: 4 * PAGE,
+            prot: prot::READ,
+            backing: Backing::File { file: 0, pgoff: 0 },
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(0)),
+        Op::Madvise {
+            addr: BASE,
+            len: 8 * PAGE,
+            advice: advice::MADV_PAGEOUT,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(1)),
+        Op::Madvise {
+            addr: BASE + 2 * PAGE,
+            len: 3 * PAGE,
+            advice: advice::MADV_COLD,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(2)),
+        Op::Madvise {
+            addr: BASE,
+            len: 8 * PAGE,
+            advice: advice::MADV_DONTNEED,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(3)),
+        Op::MovePages {
+            addr: BASE,
+            len: 8 * PAGE,
+            node: 1,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(4)),
+        Op::Mprotect {
+            addr: BASE,
+            len: 8 * PAGE,
+            prot: prot::READ,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(5)),
+        Op::Sleep(10_000_000),
+        Op::Barrier,
+        Op::Mark(Mark::Phase(6)),
+        Op::Barrier,
+        Op::Mark(Mark::Phase(7)),
+        Op::Munmap {
+            addr: f,
+            len: 4 * PAGE,
+        },
+        Op::Barrier,
+        Op::Mark(Mark::Phase(8)),
+        Op::Mmap {
+            addr: f + PAGE,
+            len: 3 * PAGE,
+            prot: prot::READ,
+            backing: Backing::File { file: 0, pgoff: 1 },
+        },
+        Op::Barrier,
+        Op::Exit,
+    ];
+    assert_eq!(o, want);
+}
+
+#[test]
+fn participants_and_barriers() {
+    let mut w = wl(&format!(
+        "threads = 3\nplacement = \"pinned\"\n{BUF8}\
+         [[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 5\n\
+         [[workload.phases]]\nkind = \"sleep\"\nms = 1\nthreads = [1, 2]\n"
+    ));
+    assert_eq!(w.threads[2].placement, Placement::Pinned(2));
+    let per: Vec<Vec<Op>> = (0..3).map(|t| ops(&mut w, t)).collect();
+    for (t, o) in per.iter().enumerate() {
+        let barriers = o.iter().filter(|x| **x == Op::Barrier).count();
+        assert_eq!(barriers, 4, "thread {t}: prologue + one per phase");
+        let marks: Vec<u32> = o
+            .iter()
+            .filter_map(|x| match x {
+                Op::Mark(Mark::Phase(p)) => Some(*p),
+                _ => None,
+            })
+            .collect();
+        let want: Vec<u32> = match t {
+            0 => vec![0, 1],
+            _ => vec![1, 2],
+        };
+        assert_eq!(marks, want, "thread {t}");
+        assert_eq!(accesses(o).len(), if t == 0 { 13 } else { 5 });
+        assert_eq!(
+            o.iter().filter(|x| matches!(x, Op::Mmap { .. })).count(),
+            (t == 0) as usize
+        );
+        assert_eq!(o.last(), Some(&Op::Exit));
+    }
+}
+
+#[test]
+fn loops_repeat_phase_groups() {
+    let mut w = wl("[[workload.regions]]\nname = \"buf\"\npages = 4\n\
+         [[workload.phases]]\nname = \"touch\"\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n\
+         [[workload.phases]]\nname = \"pageout\"\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"pageout\"\n\
+         [[workload.phases]]\nname = \"end\"\nkind = \"barrier\"\n\
+         [[workload.loop]]\ntimes = 3\nphases = [\"touch\", \"pageout\"]\n");
+    assert_eq!(w.phases, vec!["touch", "pageout", "end"]);
+    let o = ops(&mut w, 0);
+    let marks: Vec<u32> = o
+        .iter()
+        .filter_map(|x| match x {
+            Op::Mark(Mark::Phase(p)) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(marks, vec![0, 1, 0, 1, 0, 1, 2]);
+    let stores = o.iter().filter(|x| matches!(x, Op::Store(_))).count();
+    let madv = o
+        .iter()
+        .filter(|x| {
+            matches!(
+                x,
+                Op::Madvise {
+                    advice: advice::MADV_PAGEOUT,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!((stores, madv), (12, 3));
+    // Whole-program repetition.
+    let mut w = wl(&format!(
+        "loops = 2\n{BUF8}[[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\n"
+    ));
+    assert_eq!(accesses(&ops(&mut w, 0)).len(), 16);
+}
+
+#[test]
+fn long_loops_are_lazy() {
+    let mut w = wl("[[workload.regions]]\nname = \"buf\"\nsize_mib = 1\n\
+         [[workload.phases]]\nname = \"t\"\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n\
+         [[workload.phases]]\nname = \"p\"\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"pageout\"\n\
+         [[workload.loop]]\ntimes = 10000\nphases = [\"t\", \"p\"]\n");
+    let s = w.threads[0].stream.as_mut();
+    let mut out = Vec::new();
+    let mut total = 0usize;
+    let mut calls = 0;
+    loop {
+        out.clear();
+        s.refill(&mut out);
+        if out.is_empty() {
+            break;
+        }
+        assert!(out.len() <= CHUNK + 8);
+        total += out.len();
+        calls += 1;
+    }
+    // 10 000 × (mark + 256 stores + work + barrier + mark + madvise + barrier) + prologue + exit.
+    assert_eq!(total, 10_000 * 262 + 3);
+    assert!(calls > 2000);
+}
+
+#[test]
+fn region_node_binding_moves_after_touch() {
+    let mut w = wl(
+        "[[workload.regions]]\nname = \"buf\"\npages = 4\nnode = 1\n\
+         [[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\noffset_pages = 1\n",
+    );
+    let o = ops(&mut w, 0);
+    let n = o.len();
+    assert_eq!(
+        &o[n - 4..],
+        &[
+            Op::Mark(Mark::Work(3)),
+            Op::MovePages {
+                addr: BASE,
+                len: 4 * PAGE,
+                node: 1
+            },
+            Op::Barrier,
+            Op::Exit
+        ]
+    );
+}
+
+fn page_counts(w: &mut Workload, pages: usize) -> Vec<u64> {
+    let mut c = vec![0u64; pages];
+    for a in accesses(&ops(w, 0)) {
+        let off = addr(&a) - BASE;
+        assert_eq!(off % 8, 0);
+        c[(off / PAGE) as usize] += 1;
+    }
+    c
+}
+
+#[test]
+fn uniform_distribution() {
+    let mut w = wl("[[workload.regions]]\nname = \"b\"\npages = 16\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"b\"\ncount = 160000\n");
+    let c = page_counts(&mut w, 16);
+    assert_eq!(c.iter().sum::<u64>(), 160_000);
+    let mut chi2 = 0.0;
+    for &x in &c {
+        assert!((9500..=10500).contains(&x), "{c:?}");
+        chi2 += (x as f64 - 10_000.0).powi(2) / 10_000.0;
+    }
+    // 15 degrees of freedom: p = 0.001 at 37.7.
+    assert!(chi2 < 37.7, "chi2 {chi2}");
+}
+
+#[test]
+fn zipf_distribution() {
+    let mut w = wl("[[workload.regions]]\nname = \"b\"\npages = 16\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"b\"\ncount = 160000\n\
+         distribution = \"zipf\"\nzipf_s = 1.0\n");
+    let c = page_counts(&mut w, 16);
+    let h: f64 = (1..=16).map(|k| 1.0 / k as f64).sum();
+    let f0 = c[0] as f64 / 160_000.0;
+    assert!(
+        (f0 * h - 1.0).abs() < 0.05,
+        "page 0 freq {f0}, expected {}",
+        1.0 / h
+    );
+    for (k, &n) in c.iter().enumerate() {
+        let want = 160_000.0 / ((k + 1) as f64 * h);
+        assert!(
+            (n as f64 / want - 1.0).abs() < 0.1,
+            "page {k}: {n} vs {want}",
+        );
+    }
+    // Monotone on average: later blocks of pages are colder.
+    assert!(c[..4].iter().sum::<u64>() > c[4..8].iter().sum::<u64>());
+    assert!(c[4..8].iter().sum::<u64>() > c[8..16].iter().sum::<u64>() / 2);
+    // hot = "last" mirrors it.
+    let mut w = wl("[[workload.regions]]\nname = \"b\"\npages = 16\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"b\"\ncount = 20000\n\
+         distribution = \"zipf\"\nzipf_s = 1.0\nhot = \"last\"\n");
+    let c = page_counts(&mut w, 16);
+    assert!(c[15] > c[0] * 8 && c[15] > c[14], "{c:?}");
+}
+
+#[test]
+fn write_fraction_and_write_flag() {
+    let mut w = wl(&format!(
+        "{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 20000\nwrite_fraction = 0.2\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 100\nwrite = true\n"
+    ));
+    let a = accesses(&ops(&mut w, 0));
+    let stores = a[..20000]
+        .iter()
+        .filter(|x| matches!(x, Op::Store(_)))
+        .count();
+    assert!((3600..=4400).contains(&stores), "{stores}");
+    assert!(a[20000..].iter().all(|x| matches!(x, Op::Store(_))));
+}
+
+#[test]
+fn rate_and_gap_control() {
+    let mut w = wl(&format!(
+        "{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 5\nrate_per_s = 1000000\n\
+         [[workload.phases]]\nkind = \"stride\"\nregion = \"buf\"\nstride_bytes = 8192\ngap_cycles = 100\n\
+         [[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\nduration_ms = 2\nrate_per_s = 3000\n"
+    ));
+    let o = ops(&mut w, 0);
+    let p0 = o
+        .iter()
+        .position(|x| *x == Op::Mark(Mark::Phase(0)))
+        .unwrap();
+    for k in 0..5 {
+        assert_eq!(o[p0 + 1 + 2 * k], Op::Pace(1000));
+        assert!(matches!(o[p0 + 2 + 2 * k], Op::Load(_)));
+    }
+    let p1 = o
+        .iter()
+        .position(|x| *x == Op::Mark(Mark::Phase(1)))
+        .unwrap();
+    let want = [
+        Op::Load(BASE),
+        Op::Compute(100),
+        Op::Load(BASE + 2 * PAGE),
+        Op::Compute(100),
+        Op::Load(BASE + 4 * PAGE),
+        Op::Compute(100),
+        Op::Load(BASE + 6 * PAGE),
+        Op::Mark(Mark::Work(4)),
+    ];
+    assert_eq!(&o[p1 + 1..p1 + 9], &want);
+    let p2 = o
+        .iter()
+        .position(|x| *x == Op::Mark(Mark::Phase(2)))
+        .unwrap();
+    let paces = o[p2..].iter().filter(|x| **x == Op::Pace(333_333)).count();
+    assert_eq!(paces, 6);
+    assert_eq!(accesses(&o[p2..]).len(), 6);
+}
+
+#[test]
+fn deterministic_per_seed() {
+    let src = format!(
+        "threads = 2\n{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 3000\n\
+         distribution = \"zipf\"\nwrite_fraction = 0.5\n\
+         [[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\norder = \"random\"\n"
+    );
+    let run = |seed| {
+        let mut w = try_build(&src, seed).unwrap();
+        (ops(&mut w, 0), ops(&mut w, 1))
+    };
+    let a = run(1);
+    assert_eq!(a, run(1));
+    assert_ne!(a.0, a.1, "threads draw different streams");
+    assert_ne!(a, run(2));
+}
+
+#[test]
+fn errors_name_the_key() {
+    let r = "[[workload.regions]]\nname = \"buf\"\npages = 8\n";
+    let ph = |body: &str| format!("{r}[[workload.phases]]\n{body}\n");
+    let cases: Vec<(String, &str)> = vec![
+        (ph("kind = \"touch\"\nregion = \"buf\"\ncnt = 3"), "`workload.phases[0].cnt`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = \"x\""), "`workload.phases[0].count`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\npages = 9"), "`workload.phases[0].pages`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\noffset_pages = 4\npages = 5"), "`workload.phases[0].pages`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\noffset_pages = 8"), "`workload.phases[0].offset_pages`"),
+        (ph("kind = \"touch\"\nregion = \"nope\""), "`workload.phases[0].region`"),
+        (ph("kind = \"touch\""), "`workload.phases[0].region`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\nrate_per_s = 0"), "`workload.phases[0].rate_per_s`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\nrate_per_s = -5"), "`workload.phases[0].rate_per_s`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\nrate_per_s = 2e9"), "`workload.phases[0].rate_per_s`"),
+        (format!("{r}node = 2\n"), "`workload.regions[0].node`"),
+        (ph("kind = \"move_pages\"\nregion = \"buf\"\nnode = 5"), "`workload.phases[0].node`"),
+        (ph("kind = \"move_pages\"\nregion = \"buf\""), "`workload.phases[0].node`"),
+        (ph("name = \"a\"\nkind = \"barrier\"") + "[[workload.loop]]\ntimes = 2\nphases = [\"b\"]\n", "`workload.loop[0].phases[0]`"),
+        (ph("name = \"a\"\nkind = \"barrier\"") + "[[workload.loop]]\ntimes = 0\nphases = [\"a\"]\n", "`workload.loop[0].times`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\nthreads = [1]"), "`workload.phases[0].threads[0]`"),
+        (format!("threads = 5\nplacement = \"pinned\"\n{r}"), "`workload.placement`"),
+        (format!("threads = 2\nplacement = [0, 4]\n{r}"), "`workload.placement[1]`"),
+        (format!("placement = \"everywhere\"\n{r}"), "`workload.placement`"),
+        ("[[workload.regions]]\nname = \"b\"\npages = 0\n".to_string(), "`workload.regions[0].pages`"),
+        ("[[workload.regions]]\nname = \"b\"\nsize_mib = 0\n".to_string(), "`workload.regions[0].size_mib`"),
+        ("[[workload.regions]]\nname = \"b\"\n".to_string(), "`workload.regions[0]`"),
+        ("[[workload.regions]]\nname = \"b\"\npages = 1\nsize_kib = 4\n".to_string(), "`workload.regions[0]`"),
+        ("[[workload.regions]]\nname = \"b\"\npages = 1\nkind = \"shm\"\n".to_string(), "`workload.regions[0].kind`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\ndistribution = \"zipf\"\nzipf_s = 0"), "`workload.phases[0].zipf_s`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\nduration_ms = 5\nrate_per_s = 10"), "`workload.phases[0].count`"),
+        (ph("kind = \"random\"\nregion = \"buf\""), "`workload.phases[0].count`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\nduration_ms = 5"), "`workload.phases[0].duration_ms`"),
+        (ph("kind = \"stride\"\nregion = \"buf\"\nstride_bytes = 0"), "`workload.phases[0].stride_bytes`"),
+        (ph("kind = \"fly\"\nregion = \"buf\""), "`workload.phases[0].kind`"),
+        (ph("kind = \"madvise\"\nregion = \"buf\"\nadvice = \"free\""), "`workload.phases[0].advice`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\norder = \"sideways\""), "`workload.phases[0].order`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\ndistribution = \"normal\""), "`workload.phases[0].distribution`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\nms = 3"), "`workload.phases[0].ms`"),
+        (ph("kind = \"mprotect\"\nregion = \"buf\"\nprot = \"q\""), "`workload.phases[0].prot`"),
+        (ph("name = \"x\"\nkind = \"barrier\"") + "[[workload.phases]]\nname = \"x\"\nkind = \"barrier\"\n", "`workload.phases[1].name`"),
+        ("threads = 0\n".to_string(), "`workload.threads`"),
+        ("processes = 2\n".to_string(), "`workload.processes`"),
+    ];
+    for (src, key) in cases {
+        match try_build(&src, 1) {
+            Ok(_) => panic!("expected an error naming {key} for:\n{src}"),
+            Err(e) => {
+                assert!(e.to_string().starts_with("t.toml: key `"), "{e}");
+                assert!(
+                    e.to_string().contains(key),
+                    "error {e:?} should name {key} for:\n{src}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn each_kind_rejects_keys_it_does_not_take_and_names_key_and_kind() {
+    // (kind, the other keys it needs, a key some other kind takes)
+    let cases = [
+        ("touch", "region = \"buf\"", "count"),
+        ("random", "region = \"buf\"\ncount = 1", "order"),
+        ("stride", "region = \"buf\"", "hot"),
+        ("madvise", "region = \"buf\"\nadvice = \"cold\"", "node"),
+        ("move_pages", "region = \"buf\"\nnode = 1", "advice"),
+        ("mprotect", "region = \"buf\"\nprot = \"r\"", "write"),
+        ("mmap", "region = \"buf\"", "write"),
+        ("munmap", "region = \"buf\"", "stride_bytes"),
+        ("sleep", "ms = 1", "region"),
+        ("barrier", "", "ms"),
+    ];
+    for (kind, needs, foreign) in cases {
+        let ok = format!("{BUF8}[[workload.phases]]\nkind = \"{kind}\"\n{needs}\n");
+        try_build(&ok, 1).unwrap_or_else(|e| panic!("{e}"));
+        let e = try_build(&format!("{ok}{foreign} = 1\n"), 1)
+            .err()
+            .expect("a key the kind does not take is an error");
+        let key = format!("t.toml: key `workload.phases[0].{foreign}`: unknown field `{foreign}`");
+        assert!(e.to_string().starts_with(&key), "{e}");
+        assert!(
+            e.to_string().ends_with(&format!("(kind = \"{kind}\")")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn watched_sub_ranges_become_timeline_regions_and_bad_ones_name_the_key() {
+    let text = r#"
+type = "scripted"
+[[regions]]
+name = "buf"
+pages = 64
+[[watch]]
+name = "buf hot tail"
+region = "buf"
+offset_pages = 48
+"#;
+    let t: toml::Table = toml::from_str(text).unwrap();
+    let w = build(&t, "t.toml", 1, 2, 1, 2.2).unwrap();
+    assert_eq!(w.regions.len(), 2);
+    assert_eq!(w.regions[1].name, "buf hot tail");
+    assert_eq!(w.regions[1].start, w.regions[0].start + 48 * PAGE);
+    assert_eq!(w.regions[1].len, 16 * PAGE);
+    let bad = text.replace("offset_pages = 48", "offset_pages = 48\npages = 32");
+    let t: toml::Table = toml::from_str(&bad).unwrap();
+    let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap();
+    assert!(
+        e.to_string().contains("key `workload.watch[0].pages`"),
+        "{e}"
+    );
+    let bad = text.replace("region = \"buf\"", "region = \"nope\"");
+    let t: toml::Table = toml::from_str(&bad).unwrap();
+    let e = build(&t, "t.toml", 1, 2, 1, 2.2).err().unwrap();
+    assert!(
+        e.to_string().contains("key `workload.watch[0].region`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn scenario_files_build() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    for (f, nodes) in [
+        ("swap_bench.toml", 2),
+        ("swap_young.toml", 2),
+        ("hot_set.toml", 2),
+    ] {
+        let path = format!("{dir}/../scenarios/{f}");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let doc: toml::Table = toml::from_str(&text).unwrap();
+        let seed = doc["scenario"]["seed"].as_integer().unwrap() as u64;
+        let cpus = doc["machine"]["cpus"].as_integer().unwrap() as u32;
+        let w = build(
+            doc["workload"].as_table().unwrap(),
+            f,
+            seed,
+            nodes,
+            cpus,
+            2.2,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!w.phases.is_empty(), "{f}");
+    }
+}
