@@ -16,6 +16,9 @@ use crate::machine::Machine;
 use crate::mm::mm_types::{CpuMask, Mm};
 use crate::stats::VmCounters;
 
+/// The `machine.arch` names of the implemented architectures (scenario tests run each).
+pub const IMPLEMENTED: &[&str] = &["x86"];
+
 /// The running architecture's TLB-management state.
 pub enum Arch {
     X86(x86::X86),
