@@ -160,8 +160,8 @@ fn run(
                 .check
                 .details
                 .first()
-                .map(|v| v.detail.as_str())
-                .unwrap_or("")
+                .map(|v| v.to_string())
+                .unwrap_or_default()
         ));
     }
     Ok(())

@@ -23,11 +23,108 @@ pub enum ViolationKind {
     StaleAfterUpgrade,
 }
 
+/// What the checker found wrong, with the CPU, address and frames involved.
 #[derive(Clone, Debug, Serialize)]
-pub struct Violation {
-    pub kind: ViolationKind,
-    pub when: String,
-    pub detail: String,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Violation {
+    /// Free lists, per-CPU lists and in-use frames do not add up on a node.
+    FrameConservation {
+        when: String,
+        node: usize,
+        detail: String,
+    },
+    /// A PTE and the frame's owner record (or mapcount) disagree.
+    Rmap { when: String, detail: String },
+    /// A frame is on the wrong LRU list, or on none or several.
+    LruMembership { when: String, detail: String },
+    /// A usable TLB entry disagrees with its PTE and no pending flush covers it.
+    StaleTlb {
+        when: String,
+        cpu: usize,
+        mm: usize,
+        vaddr: u64,
+        pfn: u32,
+        writable: bool,
+        pte: u64,
+    },
+    /// A frame left the allocator while a CPU could still use a TLB entry for it.
+    FrameReuse {
+        pfn: u32,
+        alloc_cpu: usize,
+        cpu: usize,
+        mm: usize,
+        vaddr: u64,
+    },
+    /// A CPU can still translate an address that munmap removed.
+    StaleAfterUnmap {
+        cpu: usize,
+        mm: usize,
+        vaddr: u64,
+        pfn: u32,
+    },
+    /// A PTE became writable while another CPU can still read an older copy of the page.
+    StaleAfterUpgrade {
+        cpu: usize,
+        mm: usize,
+        vaddr: u64,
+        pfn: u32,
+        old_pfn: u32,
+    },
+}
+
+impl Violation {
+    pub fn kind(&self) -> ViolationKind {
+        match self {
+            Violation::FrameConservation { .. } => ViolationKind::FrameConservation,
+            Violation::Rmap { .. } => ViolationKind::Rmap,
+            Violation::LruMembership { .. } => ViolationKind::LruMembership,
+            Violation::StaleTlb { .. } => ViolationKind::TlbCoherence,
+            Violation::FrameReuse { .. } => ViolationKind::FrameReuse,
+            Violation::StaleAfterUnmap { .. } => ViolationKind::StaleAfterUnmap,
+            Violation::StaleAfterUpgrade { .. } => ViolationKind::StaleAfterUpgrade,
+        }
+    }
+
+    /// When the checker saw it: a periodic check, the end of the run, or the event checked.
+    pub fn when(&self) -> &str {
+        match self {
+            Violation::FrameConservation { when, .. }
+            | Violation::Rmap { when, .. }
+            | Violation::LruMembership { when, .. }
+            | Violation::StaleTlb { when, .. } => when,
+            Violation::FrameReuse { .. } => "allocation",
+            Violation::StaleAfterUnmap { .. } => "munmap",
+            Violation::StaleAfterUpgrade { .. } => "write upgrade",
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::FrameConservation { node, detail, .. } => write!(f, "node {node}: {detail}"),
+            Violation::Rmap { detail, .. } | Violation::LruMembership { detail, .. } => {
+                f.write_str(detail)
+            }
+            Violation::StaleTlb { cpu, mm, vaddr, pfn, writable, pte, .. } => write!(
+                f,
+                "CPU {cpu} caches mm {mm} address {vaddr:#x} → frame {pfn}{} but the PTE is {pte:#x}, and no flush is pending",
+                if *writable { " (writable)" } else { "" }
+            ),
+            Violation::FrameReuse { pfn, alloc_cpu, cpu, mm, vaddr } => write!(
+                f,
+                "frame {pfn} handed out by CPU {alloc_cpu} while CPU {cpu} can still use a TLB entry for mm {mm} address {vaddr:#x}"
+            ),
+            Violation::StaleAfterUnmap { cpu, mm, vaddr, pfn } => write!(
+                f,
+                "CPU {cpu} still translates mm {mm} address {vaddr:#x} → frame {pfn} after munmap"
+            ),
+            Violation::StaleAfterUpgrade { cpu, mm, vaddr, pfn, old_pfn } => write!(
+                f,
+                "mm {mm} address {vaddr:#x} became writable on frame {pfn} while CPU {cpu} still reads frame {old_pfn}"
+            ),
+        }
+    }
 }
 
 pub struct Checker {
@@ -48,19 +145,15 @@ impl Checker {
         }
     }
 
-    fn report(&mut self, kind: ViolationKind, when: &str, detail: String) {
+    fn report(&mut self, v: Violation) {
         self.count += 1;
         if self.violations.len() < 100 {
-            self.violations.push(Violation {
-                kind,
-                when: when.to_string(),
-                detail,
-            });
+            self.violations.push(v);
         }
     }
 
     pub fn count_of(&self, kind: ViolationKind) -> usize {
-        self.violations.iter().filter(|v| v.kind == kind).count()
+        self.violations.iter().filter(|v| v.kind() == kind).count()
     }
 }
 
@@ -86,11 +179,11 @@ impl Kernel {
                 for pfn in self.frames.list_iter(list) {
                     let p = self.frames.get(pfn);
                     if !p.has(pg::BUDDY) || p.order as usize != order {
-                        self.checker.report(
-                            ViolationKind::FrameConservation,
-                            when,
-                            format!("node {n}: frame {pfn} on the order-{order} free list without PageBuddy of that order"),
-                        );
+                        self.checker.report(Violation::FrameConservation {
+                            when: when.into(),
+                            node: n,
+                            detail: format!("frame {pfn} on the order-{order} free list without PageBuddy of that order"),
+                        });
                     }
                     buddy += 1 << order;
                 }
@@ -101,14 +194,14 @@ impl Kernel {
                 .filter(|p| p.has(pg::USED))
                 .count() as u64;
             if buddy != zone.nr_free || buddy + pcp + used != total {
-                self.checker.report(
-                    ViolationKind::FrameConservation,
-                    when,
-                    format!(
-                        "node {n}: buddy {buddy} (nr_free {}) + pcp {pcp} + in use {used} != {total} frames",
+                self.checker.report(Violation::FrameConservation {
+                    when: when.into(),
+                    node: n,
+                    detail: format!(
+                        "buddy {buddy} (nr_free {}) + pcp {pcp} + in use {used} != {total} frames",
                         zone.nr_free
                     ),
-                );
+                });
             }
         }
     }
@@ -138,17 +231,16 @@ impl Kernel {
                             .is_some_and(|(f, idx)| f == page.owner && idx == page.index as u64)
                     };
                 if !ok {
-                    self.checker.report(
-                        ViolationKind::Rmap,
-                        when,
-                        format!(
+                    self.checker.report(Violation::Rmap {
+                        when: when.into(),
+                        detail: format!(
                             "mm {mm} address {:#x} maps frame {pfn}, whose owner is {} index {} (flags {:#x})",
                             (vpn as u64) << PAGE_SHIFT,
                             page.owner,
                             page.index,
                             page.flags
                         ),
-                    );
+                    });
                 }
             }
         }
@@ -170,7 +262,10 @@ impl Kernel {
             })
             .collect();
         for d in wrong {
-            self.checker.report(ViolationKind::Rmap, when, d);
+            self.checker.report(Violation::Rmap {
+                when: when.into(),
+                detail: d,
+            });
         }
     }
 
@@ -187,14 +282,13 @@ impl Kernel {
                         || lru_index(p.has(pg::ANON), p.has(pg::ACTIVE)) != lru
                         || p.node as usize != n
                     {
-                        self.checker.report(
-                            ViolationKind::LruMembership,
-                            when,
-                            format!(
+                        self.checker.report(Violation::LruMembership {
+                            when: when.into(),
+                            detail: format!(
                                 "frame {pfn} on node {n} list {lru} but its flags are {:#x}",
                                 p.flags
                             ),
-                        );
+                        });
                     }
                 }
             }
@@ -216,7 +310,10 @@ impl Kernel {
             })
             .collect();
         for d in wrong {
-            self.checker.report(ViolationKind::LruMembership, when, d);
+            self.checker.report(Violation::LruMembership {
+                when: when.into(),
+                detail: d,
+            });
         }
     }
 
@@ -249,17 +346,21 @@ impl Kernel {
                     let ok =
                         pte::present(p) && pte::pfn(p) == pfn && (!writable || p & pte::WRITE != 0);
                     if !ok && !self.stale_entry_covered(c, pfn, data) {
-                        bad.push(format!(
-                            "CPU {c} caches mm {mm} address {:#x} → frame {pfn}{} but the PTE is {p:#x}, and no flush is pending",
-                            (vpn as u64) << PAGE_SHIFT,
-                            if writable { " (writable)" } else { "" }
-                        ));
+                        bad.push(Violation::StaleTlb {
+                            when: when.into(),
+                            cpu: c,
+                            mm,
+                            vaddr: (vpn as u64) << PAGE_SHIFT,
+                            pfn,
+                            writable,
+                            pte: p,
+                        });
                     }
                 }
             }
         }
-        for d in bad {
-            self.checker.report(ViolationKind::TlbCoherence, when, d);
+        for v in bad {
+            self.checker.report(v);
         }
     }
 
@@ -285,14 +386,12 @@ impl Kernel {
             return;
         }
         for (c, vpn, pfn) in self.usable_entries_in(m, mm, s, e) {
-            self.checker.report(
-                ViolationKind::StaleAfterUnmap,
-                "munmap",
-                format!(
-                    "CPU {c} still translates mm {mm} address {:#x} → frame {pfn} after munmap",
-                    (vpn as u64) << PAGE_SHIFT
-                ),
-            );
+            self.checker.report(Violation::StaleAfterUnmap {
+                cpu: c,
+                mm,
+                vaddr: (vpn as u64) << PAGE_SHIFT,
+                pfn,
+            });
         }
     }
 
@@ -303,14 +402,13 @@ impl Kernel {
         }
         for (c, _, old) in self.usable_entries_in(m, mm, vpn, vpn + 1) {
             if old != pfn {
-                self.checker.report(
-                    ViolationKind::StaleAfterUpgrade,
-                    "write upgrade",
-                    format!(
-                        "mm {mm} address {:#x} became writable on frame {pfn} while CPU {c} still reads frame {old}",
-                        (vpn as u64) << PAGE_SHIFT
-                    ),
-                );
+                self.checker.report(Violation::StaleAfterUpgrade {
+                    cpu: c,
+                    mm,
+                    vaddr: (vpn as u64) << PAGE_SHIFT,
+                    pfn,
+                    old_pfn: old,
+                });
             }
         }
     }
@@ -330,17 +428,19 @@ impl Kernel {
                         continue;
                     }
                     if let Some(mm) = self.arch_entry_usable(m, c, asid) {
-                        bad.push(format!(
-                            "frame {pfn} handed out by CPU {alloc_cpu} while CPU {c} can still use a TLB entry for mm {mm} address {:#x}",
-                            (vpn as u64) << PAGE_SHIFT
-                        ));
+                        bad.push(Violation::FrameReuse {
+                            pfn,
+                            alloc_cpu,
+                            cpu: c,
+                            mm,
+                            vaddr: (vpn as u64) << PAGE_SHIFT,
+                        });
                     }
                 }
             }
         }
-        for d in bad {
-            self.checker
-                .report(ViolationKind::FrameReuse, "allocation", d);
+        for v in bad {
+            self.checker.report(v);
         }
     }
 }

@@ -129,7 +129,7 @@ impl RunResult {
             self.check.violations
         );
         for v in self.check.details.iter().take(10) {
-            let _ = writeln!(s, "   VIOLATION [{:?}] {}: {}", v.kind, v.when, v.detail);
+            let _ = writeln!(s, "   VIOLATION [{:?}] {}: {v}", v.kind(), v.when());
         }
         s
     }
