@@ -41,11 +41,7 @@ impl CounterMap {
 
 impl Serialize for CounterMap {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        OrderedMap(&self.0).serialize(s)
     }
 }
 
@@ -156,16 +152,15 @@ impl Serialize for WorkloadResult {
         m.serialize_entry(&format!("{}_per_second", self.work_unit), &self.per_second)?;
         m.serialize_entry("runtime_s", &self.runtime_s)?;
         m.serialize_entry("threads", &self.threads)?;
-        let info: CounterLike = CounterLike(&self.info);
-        m.serialize_entry("info", &info)?;
+        m.serialize_entry("info", &OrderedMap(&self.info))?;
         m.end()
     }
 }
 
-/// String pairs serialized as a JSON object in order.
-struct CounterLike<'a>(&'a [(String, String)]);
+/// Key-value pairs serialized as a JSON object, in order.
+struct OrderedMap<'a, V>(&'a [(String, V)]);
 
-impl Serialize for CounterLike<'_> {
+impl<V: Serialize> Serialize for OrderedMap<'_, V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(Some(self.0.len()))?;
         for (k, v) in self.0 {
@@ -209,19 +204,7 @@ impl Serialize for TimelinePoint {
         m.serialize_entry("dTLB-load-misses", &self.dtlb_load_misses)?;
         m.serialize_entry("nodes", &self.nodes)?;
         if let Some(regions) = &self.regions {
-            m.serialize_entry("regions", &RegionMap(regions))?;
-        }
-        m.end()
-    }
-}
-
-struct RegionMap<'a>(&'a [(String, Vec<u64>)]);
-
-impl Serialize for RegionMap<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in self.0 {
-            m.serialize_entry(k, v)?;
+            m.serialize_entry("regions", &OrderedMap(regions))?;
         }
         m.end()
     }

@@ -7,7 +7,9 @@ use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
 mod common;
 
-use common::{anon_rw, one_process as workload, run, tiered_config, BASE, PAGE};
+use common::{
+    anon_rw, fill_then_random_reads, one_process as workload, run, tiered_config, BASE, PAGE,
+};
 use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
@@ -19,28 +21,7 @@ fn no_auto_scan() -> Config {
 /// Thread 0 touches `pages` pages in order (DRAM fills to its low watermark, the rest lands
 /// on the slow node), then every thread reads the last `hot` pages at random.
 fn hot_tail_workload(pages: u64, hot: u64, reads: u64) -> Workload {
-    let mut t0 = vec![anon_rw(BASE, pages)];
-    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
-    t0.push(Op::Barrier);
-    let mut threads = vec![];
-    for t in 0..4u64 {
-        let mut ops = if t == 0 {
-            t0.clone()
-        } else {
-            vec![Op::Barrier]
-        };
-        let mut x = 12345 + t;
-        for _ in 0..reads {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let page = pages - hot + (x >> 33) % hot;
-            ops.push(Op::Load(BASE + page * PAGE));
-            ops.push(Op::Compute(2000));
-        }
-        threads.push((Placement::Pinned(t as u32), ops));
-    }
-    workload(threads, vec![])
+    fill_then_random_reads(pages, (pages - hot, hot), reads, 12345, 2000)
 }
 
 #[test]

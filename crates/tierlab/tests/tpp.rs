@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{anon_rw, one_process as workload, run, tiered_config, BASE, PAGE};
+use common::{
+    anon_rw, fill_then_random_reads, one_process as workload, run, tiered_config, BASE, PAGE,
+};
 use tierlab::mm::page::pg;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
@@ -93,31 +95,9 @@ fn active_lru_promotion_needs_a_second_fault_and_an_active_folio() {
 fn promotion_and_demotion_counters_split_by_anon_and_file() {
     // The first 800 pages are touched first, then pushed out by 5200 colder ones (kswapd
     // demotes them as the oldest), then read at random by four threads under TPP.
-    let pages = 6000u64;
-    let hot = 800u64;
-    let mut t0 = vec![anon_rw(BASE, pages)];
-    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
-    t0.push(Op::Barrier);
-    let mut threads = vec![];
-    for t in 0..4u64 {
-        let mut ops = if t == 0 {
-            t0.clone()
-        } else {
-            vec![Op::Barrier]
-        };
-        let mut x = 99 + t;
-        for _ in 0..150_000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ops.push(Op::Load(BASE + ((x >> 33) % hot) * PAGE));
-            ops.push(Op::Compute(2000));
-        }
-        threads.push((Placement::Pinned(t as u32), ops));
-    }
     let sim = run(
         tiered(&["kernel.tiering_policy=tpp"]),
-        workload(threads, vec![]),
+        fill_then_random_reads(6000, (0, 800), 150_000, 99, 2000),
     );
     let v = |c| sim.k.vm.get(c);
     assert!(v(Vm::PgPromoteSuccess) > 0);
@@ -139,30 +119,12 @@ fn promotion_and_demotion_counters_split_by_anon_and_file() {
 /// active-LRU gate wants repeated faults, so it promotes far fewer (seed 003: "up to 11x less
 /// promotion traffic").
 fn sporadic(sets: &[&str]) -> Sim {
-    let pages = 6000u64;
-    let mut t0 = vec![anon_rw(BASE, pages)];
-    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
-    t0.push(Op::Barrier);
-    let mut threads = vec![];
-    for t in 0..4u64 {
-        let mut ops = if t == 0 {
-            t0.clone()
-        } else {
-            vec![Op::Barrier]
-        };
-        let mut x = 7 + t;
-        for _ in 0..60_000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ops.push(Op::Load(BASE + ((x >> 33) % pages) * PAGE));
-            ops.push(Op::Compute(4000));
-        }
-        threads.push((Placement::Pinned(t as u32), ops));
-    }
     let mut all = vec!["kernel.tiering_policy=tpp"];
     all.extend_from_slice(sets);
-    run(tiered(&all), workload(threads, vec![]))
+    run(
+        tiered(&all),
+        fill_then_random_reads(6000, (0, 6000), 60_000, 7, 4000),
+    )
 }
 
 #[test]

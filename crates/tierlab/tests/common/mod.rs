@@ -102,3 +102,36 @@ pub fn one_process(threads: Vec<(Placement, Vec<Op>)>, files: Vec<FileSpec>) -> 
         files,
     )
 }
+
+/// Thread 0 writes `pages` pages in order (DRAM fills first, the rest lands on the slow node);
+/// then four threads each do `reads` loads of pages `first..first + span` picked by a
+/// per-thread LCG seeded `seed + thread`, with `compute` cycles after each.
+pub fn fill_then_random_reads(
+    pages: u64,
+    (first, span): (u64, u64),
+    reads: u64,
+    seed: u64,
+    compute: u32,
+) -> Workload {
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.push(Op::Barrier);
+    let mut threads = vec![];
+    for t in 0..4u64 {
+        let mut ops = if t == 0 {
+            t0.clone()
+        } else {
+            vec![Op::Barrier]
+        };
+        let mut x = seed + t;
+        for _ in 0..reads {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ops.push(Op::Load(BASE + (first + (x >> 33) % span) * PAGE));
+            ops.push(Op::Compute(compute));
+        }
+        threads.push((Placement::Pinned(t as u32), ops));
+    }
+    one_process(threads, vec![])
+}
