@@ -1,5 +1,6 @@
-//! `tierlab compare` and `tierlab reproduce`: run variants of a scenario side by side (in
-//! parallel when the host has cores) and print before/after tables like the seeds' tables.
+//! `tierlab compare` (and the runs of `tierlab reproduce`): run variants of a scenario side by
+//! side (in parallel when the host has cores) and print before/after tables like the seeds'
+//! tables.
 
 use tierlab::report::group;
 use tierlab::stats::{Perf, Vm};
@@ -128,7 +129,7 @@ fn run_one(v: Variant) -> Result<Finished, String> {
     Ok((v.label, result))
 }
 
-fn fmt_value(v: f64) -> String {
+pub fn fmt_value(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e18 {
         group(v as u64)
     } else if v.abs() >= 1000.0 {
@@ -176,150 +177,4 @@ pub fn table(results: &[Finished]) -> String {
     }
     s.push('\n');
     s
-}
-
-/// A published before → after pair from a seed, for `reproduce`.
-pub struct Published {
-    pub metric: &'static str,
-    pub before: f64,
-    pub after: f64,
-    pub source: &'static str,
-}
-
-/// Seed 000 (MIGRC v9, XSBench -t 16 -p 50000000 on QEMU, 1 GB DRAM + 99 GB CPU-less node).
-pub fn migrc_published() -> Vec<Published> {
-    let before_tlb = [
-        1364803, 1303670, 1333921, 1349607, 1356934, 1354216, 1332972, 1342842, 1350265, 1316443,
-        1355928, 1360793, 1298239, 1326358, 1343006, 1340971,
-    ];
-    let after_tlb = [
-        117257, 119219, 117178, 115737, 117967, 118948, 117508, 116079, 116962, 117266, 117320,
-        117215, 105808, 103934, 115672, 117610,
-    ];
-    let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
-    let v9 = "seed 000 v9 cover letter";
-    vec![
-        Published {
-            metric: "itlb.itlb_flush",
-            before: 40417078.0,
-            after: 3316495.0,
-            source: v9,
-        },
-        Published {
-            metric: "tlb_flush.dtlb_thread",
-            before: 234852566.0,
-            after: 138912511.0,
-            source: v9,
-        },
-        Published {
-            metric: "tlb_flush.stlb_any",
-            before: 153192357.0,
-            after: 115199341.0,
-            source: v9,
-        },
-        Published {
-            metric: "dTLB-load-misses",
-            before: 119001107892.0,
-            after: 117610390021.0,
-            source: v9,
-        },
-        Published {
-            metric: "dTLB-store-misses",
-            before: 307921167.0,
-            after: 198042233.0,
-            source: v9,
-        },
-        Published {
-            metric: "iTLB-load-misses",
-            before: 1355272118.0,
-            after: 840066984.0,
-            source: v9,
-        },
-        Published {
-            metric: "TLB shootdowns per CPU",
-            before: mean(&before_tlb),
-            after: mean(&after_tlb),
-            source: v9,
-        },
-        Published {
-            metric: "runtime (s)",
-            before: 968.783,
-            after: 913.210,
-            source: v9,
-        },
-        Published {
-            metric: "work per second",
-            before: 1754778.0,
-            after: 1861565.0,
-            source: v9,
-        },
-        Published {
-            metric: "pgpromote_success",
-            before: 8190027.0,
-            after: 8791934.0,
-            source: "numa_pages_migrated, v4 thread Nov 2023 (vanilla vs migrc)",
-        },
-        Published {
-            metric: "pgdemote_kswapd",
-            before: 17098994.0 - 8190027.0,
-            after: 18276174.0 - 8791934.0,
-            source: "pgmigrate_success − numa_pages_migrated, v4 thread Nov 2023 [derived]",
-        },
-    ]
-}
-
-/// Simulated change beside the published one, marked where the direction differs or the size
-/// is off by more than a factor of 2. Published changes under 2 % count as "no change".
-pub fn reproduce_table(
-    published: &[Published],
-    before: &RunResult,
-    after: &RunResult,
-) -> (String, usize) {
-    let b = metrics(before);
-    let a = metrics(after);
-    let mut s = format!(
-        "{:<24}{:>14}{:>14}{:>10}   {}\n",
-        "metric", "published", "simulated", "", "simulated before → after"
-    );
-    let mut marks = 0;
-    for p in published {
-        let Some(m) = METRICS.iter().position(|&n| n == p.metric) else {
-            continue;
-        };
-        let pub_pct = change(p.before, p.after).unwrap_or(0.0);
-        let sim_pct = change(b[m], a[m]);
-        let mark = match sim_pct {
-            None => "NO DATA",
-            Some(sp) => {
-                if pub_pct.abs() < 2.0 {
-                    if sp.abs() < 4.0 {
-                        ""
-                    } else {
-                        "SIZE"
-                    }
-                } else if sp.signum() != pub_pct.signum() || sp.abs() < 0.5 {
-                    "DIRECTION"
-                } else if !(0.5..=2.0).contains(&(sp.abs() / pub_pct.abs())) {
-                    "SIZE ×2"
-                } else {
-                    ""
-                }
-            }
-        };
-        if !mark.is_empty() {
-            marks += 1;
-        }
-        s.push_str(&format!(
-            "{:<24}{:>14}{:>14}{:>10}   {} → {}\n",
-            p.metric,
-            format!("{pub_pct:+.1}%"),
-            sim_pct
-                .map(|x| format!("{x:+.1}%"))
-                .unwrap_or_else(|| "-".into()),
-            mark,
-            fmt_value(b[m]),
-            fmt_value(a[m]),
-        ));
-    }
-    (s, marks)
 }

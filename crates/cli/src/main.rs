@@ -2,8 +2,9 @@
 
 mod compare;
 mod knobs;
+mod reproduce;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -12,10 +13,6 @@ use tierlab::{Config, RunResult, Simulation};
 
 /// The built-in default scenario (scenarios/xsbench.toml), used when `run` gets no file.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/xsbench.toml");
-/// Seed 003's case study (scenarios/cache-1to4.toml), for `reproduce tpp`.
-const CACHE_1TO4: &str = include_str!("../../../scenarios/cache-1to4.toml");
-/// Seed 000's experiment (scenarios/xsbench-tiered.toml), for `reproduce migrc`.
-const XSBENCH_TIERED: &str = include_str!("../../../scenarios/xsbench-tiered.toml");
 
 #[derive(Parser)]
 #[command(
@@ -75,11 +72,15 @@ enum Command {
         json: Option<PathBuf>,
     },
     /// Rerun a seed's experiment and print the simulated changes beside the published ones.
-    /// Names: migrc (seed 000: XSBench on 1 GiB DRAM + CXL, MIGRC off vs on); tpp (seed 003:
-    /// cache application on 1:4 DRAM:CXL, all-DRAM vs Linux vs tiering vs TPP).
+    ///
+    /// Without a name, or with --list, list the reproductions.
     Reproduce {
-        name: String,
-        /// Overrides applied to both runs, e.g. --set workload.particles=100000 for a shorter run.
+        /// The reproduction to run (listed below).
+        name: Option<String>,
+        /// List the reproductions with their seed and what they run.
+        #[arg(long)]
+        list: bool,
+        /// Overrides applied to every run, e.g. --set workload.particles=100000 for a shorter run.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
     },
@@ -285,151 +286,14 @@ fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Res
     Ok(())
 }
 
-/// `reproduce tpp`: all-DRAM baseline, default Linux, NUMA-balancing tiering and TPP on the
-/// 1:4 cache scenario; anon share on the top tier and throughput loss against all-DRAM.
-fn reproduce_tpp(sets: Vec<String>) -> Result<(), String> {
-    let origin = "built-in cache-1to4 scenario".to_string();
-    let alldram = "machine.nodes=[{ name = \"dram0\", capacity_mib = 1600, read_latency_ns = 106, write_latency_ns = 106, read_bandwidth_gbps = 270, write_bandwidth_gbps = 272, cpus = \"0-7\" }]";
-    let specs: Vec<String> = std::iter::once(format!("all-DRAM:{alldram}"))
-        .chain(policy_variants())
-        .collect();
-    println!(
-        "Reproducing seed 003 (TPP): cache application, 1:4 DRAM:CXL, against all memory in DRAM"
-    );
-    let mut variants = Vec::new();
-    for spec in &specs {
-        let (label, vsets) = parse_variant(spec)?;
-        let all: Vec<String> = sets.iter().chain(vsets.iter()).cloned().collect();
-        let cfg =
-            Config::from_str_with(CACHE_1TO4, &origin, None, &all).map_err(|e| e.to_string())?;
-        println!("  {label}: {}", vsets.join(" "));
-        variants.push(compare::Variant {
-            label,
-            cfg,
-            origin: origin.clone(),
-        });
-    }
-    let results = compare::run_all(variants, false)?;
-    print!("{}", compare::table(&results));
-    let tput = |i: usize| results[i].1.workload.per_second;
-    let loss = |i: usize| 100.0 * (1.0 - tput(i) / tput(0));
-    let share = |i: usize| compare::toptier_share(&results[i].1, true);
-    // (metric, published default Linux, published TPP, simulated Linux, simulated TPP, higher is better)
-    let rows = [
-        (
-            "anon pages on the top tier (%)",
-            14.0,
-            80.0,
-            share(1),
-            share(3),
-            true,
-        ),
-        (
-            "throughput loss vs all-DRAM (%)",
-            18.0,
-            5.0,
-            loss(1),
-            loss(3),
-            false,
-        ),
-    ];
-    println!("\nPublished beside simulated (seed 003 cover letter; DIRECTION: TPP not better than Linux; SIZE ×2: a value off by more than a factor of 2):\n");
-    println!(
-        "{:<34}{:>12}{:>12}{:>12}{:>12}",
-        "metric", "Linux pub", "Linux sim", "TPP pub", "TPP sim"
-    );
-    let mut marks = 0;
-    for (name, lp, tp, ls, ts, higher) in rows {
-        let better = if higher { ts > ls } else { ts < ls };
-        let off = |p: f64, s: f64| !(0.5..=2.0).contains(&(s.max(0.1) / p));
-        let mark = if !better {
-            "DIRECTION"
-        } else if off(lp, ls) || off(tp, ts) {
-            "SIZE ×2"
-        } else {
-            ""
-        };
-        if !mark.is_empty() {
-            marks += 1;
-        }
-        println!("{name:<34}{lp:>12.1}{ls:>12.1}{tp:>12.1}{ts:>12.1}   {mark}");
-    }
-    println!(
-        "\nNUMA-balancing tiering (upstream mode 2): anon on top tier {:.1} %, throughput loss {:.1} %.",
-        share(2),
-        loss(2)
-    );
-    println!("{marks} row(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.check.violations).sum();
-    if violations > 0 {
-        return Err(format!(
-            "{violations} invariant violation(s) during the runs"
-        ));
-    }
-    Ok(())
-}
-
-fn reproduce_cmd(name: &str, sets: Vec<String>) -> Result<(), String> {
-    if name == "tpp" {
-        return reproduce_tpp(sets);
-    }
-    let (text, switch, published, title) = match name {
-        "migrc" => (
-            XSBENCH_TIERED,
-            "kernel.migrc=on",
-            compare::migrc_published(),
-            "seed 000 (MIGRC v9): XSBench -t 16, 1 GiB DRAM + CPU-less node, numa_balancing=2, demotion on",
-        ),
-        other => return Err(format!("no experiment named '{other}' (available: migrc, tpp)")),
-    };
-    let origin = format!("built-in {name} scenario");
-    let mk = |extra: &[String]| {
-        let all: Vec<String> = sets.iter().chain(extra.iter()).cloned().collect();
-        Config::from_str_with(text, &origin, None, &all).map_err(|e| e.to_string())
-    };
-    let before = mk(&[])?;
-    let after = mk(&[switch.to_string()])?;
-    println!("Reproducing {title}");
-    println!("before: the scenario as shipped; after: with {switch}\n");
-    let results = compare::run_all(
-        vec![
-            compare::Variant {
-                label: "before".into(),
-                cfg: before,
-                origin: origin.clone(),
-            },
-            compare::Variant {
-                label: "after".into(),
-                cfg: after,
-                origin: origin.clone(),
-            },
-        ],
-        false,
-    )?;
-    print!("{}", compare::table(&results));
-    let (table, marks) = compare::reproduce_table(&published, &results[0].1, &results[1].1);
-    println!("\nPublished change beside simulated change (DIRECTION: opposite sign; SIZE ×2: off by more than a factor of 2):\n");
-    print!("{table}");
-    println!("\nSources:");
-    let mut seen = Vec::new();
-    for p in &published {
-        if !seen.contains(&p.source) {
-            seen.push(p.source);
-            println!("  {}", p.source);
-        }
-    }
-    println!("\n{marks} metric(s) marked.");
-    let violations: u64 = results.iter().map(|r| r.1.check.violations).sum();
-    if violations > 0 {
-        return Err(format!(
-            "{violations} invariant violation(s) during the runs"
-        ));
-    }
-    Ok(())
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The reproductions' names come from the library's table, so `reproduce --help` lists them.
+    let after = format!("Reproductions:\n{}", reproduce::listing());
+    let cmd = Cli::command().mut_subcommand("reproduce", |c| c.after_help(after));
+    let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let r = match cli.command {
         Command::Run {
             scenario,
@@ -461,7 +325,13 @@ fn main() -> ExitCode {
                 compare_cmd(scenario, other, sets, both, json)
             }
         }
-        Command::Reproduce { name, sets } => reproduce_cmd(&name, sets),
+        Command::Reproduce { name, list, sets } => match name {
+            Some(name) if !list => reproduce::run(&name, &sets),
+            _ => {
+                print!("{}", reproduce::listing());
+                Ok(())
+            }
+        },
         Command::Knobs { markdown } => knobs::run(markdown),
     };
     match r {

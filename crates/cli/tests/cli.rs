@@ -120,3 +120,18 @@ fn arm64_is_refused_naming_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn reproduce_list_names_every_reproduction() {
+    let o = tierlab(&["reproduce", "--list"]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for needle in ["migrc", "seed 000", "tpp", "seed 003"] {
+        assert!(stdout.contains(needle), "--list lacks {needle}:\n{stdout}");
+    }
+
+    let o = tierlab(&["reproduce", "no-such-seed"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("migrc") && err.contains("tpp"), "{err}");
+}

@@ -38,6 +38,7 @@ pub mod mm;
 pub mod phases;
 pub mod policy;
 pub mod report;
+pub mod reproductions;
 pub mod result;
 pub mod sched;
 pub mod sim;

@@ -1,0 +1,309 @@
+//! The seeds' experiments that tierlab reproduces: for each, the built-in scenario, the
+//! variants it runs and the figures the seed published, each with its source. `tierlab
+//! reproduce` reads this table (and a Python API can read the same one); to add a
+//! reproduction, add one `Reproduction` to `REPRODUCTIONS`.
+//!
+//! The scenarios are compiled in with `include_str!` from the repository's `scenarios/`
+//! directory (the path is relative to this file and resolved at build time), so the library
+//! opens no file at run time. Message ids are those in the seeds' archive headers.
+
+use serde::Serialize;
+
+/// One seed's experiment.
+#[derive(Debug, Serialize)]
+pub struct Reproduction {
+    /// What `tierlab reproduce NAME` takes.
+    pub name: &'static str,
+    /// The seed's number, e.g. "000".
+    pub seed: &'static str,
+    /// The report's first line, after "Reproducing ".
+    pub title: &'static str,
+    /// One line for listings.
+    pub what_it_runs: &'static str,
+    /// The built-in scenario's file name under `scenarios/`.
+    pub scenario: &'static str,
+    /// Its TOML text, as compiled in.
+    pub scenario_toml: &'static str,
+    /// The runs: the scenario with these knobs set (after the user's `--set`s). The first is
+    /// the baseline.
+    pub variants: &'static [Variant],
+    /// What the seed published, in the order of its tables.
+    pub figures: &'static [Figure],
+}
+
+/// One run of a reproduction.
+#[derive(Debug, Serialize)]
+pub struct Variant {
+    /// Its column in the tables, e.g. "tpp".
+    pub label: &'static str,
+    /// How prose names it, e.g. "TPP".
+    pub title: &'static str,
+    /// `KEY=VALUE` assignments, as `--set` takes them.
+    pub sets: &'static [&'static str],
+}
+
+/// A published figure and where it was published.
+#[derive(Debug, Serialize)]
+pub struct Figure {
+    /// The row's name in the report.
+    pub metric: &'static str,
+    /// How a sentence names it, e.g. "throughput loss".
+    pub prose: &'static str,
+    /// The simulated value to set beside it.
+    pub measure: Measure,
+    pub published: Published,
+    /// Seed, message, table or paragraph.
+    pub source: &'static str,
+}
+
+/// What a figure's simulated value is, from the runs' results.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum Measure {
+    /// A metric of the comparison table (`tierlab compare`'s row name) of each variant.
+    Metric(&'static str),
+    /// 100 × (1 − metric / the baseline's metric): a loss in % against the first variant.
+    LossVsBaseline(&'static str),
+}
+
+/// The published side of a figure.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub enum Published {
+    /// Values of the first variant (before) and the second (after); compared as a change in %,
+    /// since the seed's machine and run length differ from the simulated ones.
+    Change { before: f64, after: f64 },
+    /// Values of some variants, by label. The seed's claim is that each listed variant does
+    /// better than the one before it (higher or lower is better); compared as values.
+    Values {
+        values: &'static [(&'static str, f64)],
+        higher_is_better: bool,
+    },
+}
+
+/// Every reproduction, by name.
+pub const REPRODUCTIONS: &[Reproduction] = &[MIGRC, TPP];
+
+/// The registered reproduction of that name.
+pub fn lookup(name: &str) -> Result<&'static Reproduction, String> {
+    REPRODUCTIONS
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| {
+            format!(
+                "no experiment named '{name}' (available: {})",
+                names().join(", ")
+            )
+        })
+}
+
+/// The registered names, in table order.
+pub fn names() -> Vec<&'static str> {
+    REPRODUCTIONS.iter().map(|r| r.name).collect()
+}
+
+/// A before → after figure measured by the comparison-table metric of the same name.
+const fn change(metric: &'static str, before: f64, after: f64, source: &'static str) -> Figure {
+    Figure {
+        metric,
+        prose: metric,
+        measure: Measure::Metric(metric),
+        published: Published::Change { before, after },
+        source,
+    }
+}
+
+/// The seed lists shootdowns per CPU; the comparison table reports their mean.
+const fn mean(v: &[u64]) -> f64 {
+    let mut sum = 0;
+    let mut i = 0;
+    while i < v.len() {
+        sum += v[i];
+        i += 1;
+    }
+    sum as f64 / v.len() as f64
+}
+
+const V9_PERF: &str = "seed 000 v9 cover letter, perf stat -a BEFORE/AFTER (message-id 20240417071847.29584-1-byungchul@sk.com)";
+const V9_IRQ: &str = "seed 000 v9 cover letter, /proc/interrupts TLB shootdowns, mean of 16 CPUs (message-id 20240417071847.29584-1-byungchul@sk.com)";
+const V9_TIME: &str = "seed 000 v9 cover letter, time XSBench -t 16 -p 50000000 (message-id 20240417071847.29584-1-byungchul@sk.com)";
+
+// /proc/interrupts "TLB shootdowns" per CPU, before and after, as the v9 cover letter lists them.
+const MIGRC_TLB_BEFORE: [u64; 16] = [
+    1364803, 1303670, 1333921, 1349607, 1356934, 1354216, 1332972, 1342842, 1350265, 1316443,
+    1355928, 1360793, 1298239, 1326358, 1343006, 1340971,
+];
+const MIGRC_TLB_AFTER: [u64; 16] = [
+    117257, 119219, 117178, 115737, 117967, 118948, 117508, 116079, 116962, 117266, 117320, 117215,
+    105808, 103934, 115672, 117610,
+];
+
+/// Seed 000 (MIGRC v9, XSBench -t 16 -p 50000000 on QEMU, 1 GB DRAM + 99 GB CPU-less node).
+const MIGRC: Reproduction = Reproduction {
+    name: "migrc",
+    seed: "000",
+    title: "seed 000 (MIGRC v9): XSBench -t 16, 1 GiB DRAM + CPU-less node, numa_balancing=2, demotion on",
+    what_it_runs: "XSBench on 1 GiB DRAM + CXL, MIGRC off vs on",
+    scenario: "xsbench-tiered.toml",
+    scenario_toml: include_str!("../../../scenarios/xsbench-tiered.toml"),
+    variants: &[
+        Variant {
+            label: "before",
+            title: "MIGRC off",
+            sets: &[],
+        },
+        Variant {
+            label: "after",
+            title: "MIGRC on",
+            sets: &["kernel.migrc=on"],
+        },
+    ],
+    figures: &[
+        change("itlb.itlb_flush", 40417078.0, 3316495.0, V9_PERF),
+        change("tlb_flush.dtlb_thread", 234852566.0, 138912511.0, V9_PERF),
+        change("tlb_flush.stlb_any", 153192357.0, 115199341.0, V9_PERF),
+        change("dTLB-load-misses", 119001107892.0, 117610390021.0, V9_PERF),
+        change("dTLB-store-misses", 307921167.0, 198042233.0, V9_PERF),
+        change("iTLB-load-misses", 1355272118.0, 840066984.0, V9_PERF),
+        change(
+            "TLB shootdowns per CPU",
+            mean(&MIGRC_TLB_BEFORE),
+            mean(&MIGRC_TLB_AFTER),
+            V9_IRQ,
+        ),
+        change("runtime (s)", 968.783, 913.210, V9_TIME),
+        change("work per second", 1754778.0, 1861565.0, V9_TIME),
+        change(
+            "pgpromote_success",
+            8190027.0,
+            8791934.0,
+            "numa_pages_migrated, v4 thread Nov 2023 (vanilla vs migrc)",
+        ),
+        change(
+            "pgdemote_kswapd",
+            17098994.0 - 8190027.0,
+            18276174.0 - 8791934.0,
+            "pgmigrate_success − numa_pages_migrated, v4 thread Nov 2023 [derived]",
+        ),
+    ],
+};
+
+const TPP_CASE_STUDY: &str = "seed 003 cover letter, \"Case Study of a Meta cache application\" (message-id cover.1637778851.git.hasanalmaruf@fb.com)";
+
+/// Seed 003 (TPP, Meta's cache application on 1:4 DRAM:CXL). After an all-DRAM machine of the
+/// same total size (1600 MiB) come the variants `tierlab compare --policies` runs: default
+/// Linux, upstream NUMA-balancing tiering and TPP.
+const TPP: Reproduction = Reproduction {
+    name: "tpp",
+    seed: "003",
+    title: "seed 003 (TPP): cache application, 1:4 DRAM:CXL, against all memory in DRAM",
+    what_it_runs: "cache application on 1:4 DRAM:CXL, all-DRAM vs Linux vs tiering vs TPP",
+    scenario: "cache-1to4.toml",
+    scenario_toml: include_str!("../../../scenarios/cache-1to4.toml"),
+    variants: &[
+        Variant {
+            label: "all-DRAM",
+            title: "all-DRAM",
+            sets: &["machine.nodes=[{ name = \"dram0\", capacity_mib = 1600, read_latency_ns = 106, write_latency_ns = 106, read_bandwidth_gbps = 270, write_bandwidth_gbps = 272, cpus = \"0-7\" }]"],
+        },
+        Variant {
+            label: "linux",
+            title: "Linux",
+            sets: &["kernel.numa_balancing=0", "vm.demotion_enabled=false"],
+        },
+        Variant {
+            label: "tiering",
+            title: "NUMA-balancing tiering (upstream mode 2)",
+            sets: &[
+                "kernel.numa_balancing=2",
+                "vm.demotion_enabled=true",
+                "kernel.tiering_policy=linux",
+            ],
+        },
+        Variant {
+            label: "tpp",
+            title: "TPP",
+            sets: &[
+                "kernel.numa_balancing=2",
+                "vm.demotion_enabled=true",
+                "kernel.tiering_policy=tpp",
+            ],
+        },
+    ],
+    figures: &[
+        Figure {
+            metric: "anon pages on the top tier (%)",
+            prose: "anon on top tier",
+            measure: Measure::Metric("top-tier anon share (%)"),
+            published: Published::Values {
+                values: &[("linux", 14.0), ("tpp", 80.0)],
+                higher_is_better: true,
+            },
+            source: TPP_CASE_STUDY,
+        },
+        Figure {
+            metric: "throughput loss vs all-DRAM (%)",
+            prose: "throughput loss",
+            measure: Measure::LossVsBaseline("work per second"),
+            published: Published::Values {
+                values: &[("linux", 18.0), ("tpp", 5.0)],
+                higher_is_better: false,
+            },
+            source: TPP_CASE_STUDY,
+        },
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Config;
+
+    #[test]
+    fn every_reproduction_has_sourced_figures_and_variants_that_load() {
+        for r in REPRODUCTIONS {
+            assert!(!r.figures.is_empty(), "{}: no figures", r.name);
+            assert!(!r.variants.is_empty(), "{}: no variants", r.name);
+            for f in r.figures {
+                assert!(
+                    !f.source.trim().is_empty(),
+                    "{} {}: no source",
+                    r.name,
+                    f.metric
+                );
+                match f.published {
+                    Published::Change { .. } => {
+                        assert_eq!(r.variants.len(), 2, "{}: a change needs two runs", r.name)
+                    }
+                    Published::Values { values, .. } => {
+                        assert!(!values.is_empty(), "{} {}: no values", r.name, f.metric);
+                        for (label, _) in values {
+                            assert!(
+                                r.variants.iter().any(|v| v.label == *label),
+                                "{} {}: no variant '{label}'",
+                                r.name,
+                                f.metric
+                            );
+                        }
+                    }
+                }
+            }
+            for v in r.variants {
+                let sets: Vec<String> = v.sets.iter().map(|s| s.to_string()).collect();
+                let origin = format!("built-in {}", r.scenario);
+                if let Err(e) = Config::from_str_with(r.scenario_toml, &origin, None, &sets) {
+                    panic!("{} variant {}: {e}", r.name, v.label);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_lookup_lists_them() {
+        let names = names();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[..i].contains(n), "{n} registered twice");
+            assert_eq!(lookup(n).unwrap().name, *n);
+        }
+        let err = lookup("nope").unwrap_err();
+        assert!(names.iter().all(|n| err.contains(n)), "{err}");
+    }
+}
