@@ -34,6 +34,8 @@ pub struct Thread {
     pub numa_node_stamp: u64,
     /// p->numa_scan_period in ms (init_numa_balancing sets scan_delay).
     pub numa_scan_period_ms: u64,
+    /// The rest of the task's NUMA-balancing state (fault statistics, placement).
+    pub numab: crate::mm::numa_placement::TaskNuma,
     /// Next slot of `Op::Pace` rate control (0: not started).
     pub pace_next: u64,
     /// Phase the thread is in (Mark::Phase).

@@ -135,8 +135,9 @@ impl Sim {
                 work: 0,
                 accesses: 0,
                 runtime: 0,
-                numa_node_stamp: 0,
+                numa_node_stamp: sim.k.init_numa_node_stamp(&sim.hw, spec.process as usize),
                 numa_scan_period_ms: sim.k.cfg.kernel.numa_balancing_scan_delay_ms,
+                numab: crate::mm::numa_placement::TaskNuma::new(),
                 pace_next: 0,
                 phase: None,
             });

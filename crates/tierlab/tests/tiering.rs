@@ -462,3 +462,70 @@ fn move_pages_moves_a_range_with_a_flush_per_page() {
     // The moved pages were remapped old: CPU 1's re-read set the Accessed bit again.
     assert!(sim.perf_total().get(tierlab::stats::Perf::AbitAssists) >= 16);
 }
+
+#[test]
+fn only_the_first_thread_takes_task_scan_start() {
+    // Thread 0 touches and reads; threads 1-3 only compute, so they never fault or promote.
+    let mut t0 = vec![anon_rw(BASE, 6000)];
+    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    t0.extend((0..5000).map(|i| Op::Load(BASE + (5000 + i % 1000) * PAGE)));
+    let idle = vec![Op::Compute(20_000_000)];
+    let sim = run(
+        tiered_config(&[]),
+        workload(
+            (0..4)
+                .map(|c| {
+                    (
+                        Placement::Pinned(c),
+                        if c == 0 { t0.clone() } else { idle.clone() },
+                    )
+                })
+                .collect(),
+            vec![],
+        ),
+    );
+    let t = &sim.k.sched.threads;
+    // tiered_config: scan_delay 5 ms; task_scan_min = max(1000 / (2560 / 16), 10 / 1) = 10 ms.
+    assert_ne!(t[0].numa_node_stamp, 0);
+    assert!(
+        t[0].numa_scan_period_ms >= 10,
+        "{}",
+        t[0].numa_scan_period_ms
+    );
+    for other in &t[1..] {
+        assert_eq!(
+            other.numa_scan_period_ms, 5,
+            "CLONE_VM threads keep scan_delay"
+        );
+    }
+}
+
+#[test]
+fn a_promotion_after_a_new_scan_sequence_doubles_the_scan_period() {
+    let (mut sim, _) = sim_with_slow_page();
+    let tid = 0;
+    sim.k.sched.threads[tid].numa_scan_period_ms = 10;
+    let max = sim.k.task_scan_max_ms(0);
+    // A fault on slow-tier memory is not counted in tiering mode.
+    sim.k.mms[0].numa.scan_seq += 1;
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 1, false, false);
+    assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 10);
+    // A promotion (counted on the top-tier target, remote, private): placement runs once per
+    // new sequence and doubles the period, and the mm's next scan is now + that period.
+    sim.hw.cpus[0].clock += 1_000_000_000;
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+    assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 20.min(max));
+    let expect = sim.hw.cpus[0].clock + sim.hw.ns_to_cycles(20.min(max) as f64 * 1e6);
+    assert_eq!(sim.k.mms[0].numa.next_scan, expect);
+    // The same sequence again: no new placement.
+    sim.hw.cpus[0].clock += 1_000_000_000;
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+    assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 20.min(max));
+    // Each new sequence doubles it again, up to task_scan_max.
+    for _ in 0..20 {
+        sim.k.mms[0].numa.scan_seq += 1;
+        sim.hw.cpus[0].clock += 1_000_000_000;
+        sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+    }
+    assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, max);
+}

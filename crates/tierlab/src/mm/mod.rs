@@ -12,6 +12,7 @@ pub mod mm_types;
 pub mod mmap;
 pub mod mmzone;
 pub mod numa_balancing;
+pub mod numa_placement;
 pub mod page;
 pub mod page_alloc;
 pub mod pgtable;

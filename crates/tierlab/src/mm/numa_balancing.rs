@@ -61,9 +61,9 @@ impl Kernel {
 
     /// task_tick_numa: once the thread has run a scan period since its node_stamp, run the
     /// scan work if the mm is due; the work's own time, ×32, is added to the stamp so that
-    /// scanning costs a task at most ~3 % of its runtime. The task's period is set to
-    /// task_scan_start on its first tick; in pure tiering mode nothing updates it afterwards
-    /// (update_task_scan_period runs only from top-tier faults).
+    /// scanning costs a task at most ~3 % of its runtime. A process's first thread (node_stamp
+    /// 0) sets its period to task_scan_start on its first tick; promotions lengthen it
+    /// (update_task_scan_period, numa_placement.rs).
     pub(crate) fn task_tick_numa(&mut self, m: &mut Machine, c: usize, tid: usize) {
         if self.cfg.kernel.numa_balancing == 0 {
             return;
@@ -209,6 +209,8 @@ impl Kernel {
         if nid == this {
             self.vm.inc(Vm::NumaHintFaultsLocal);
         }
+        let tid = self.sched.rq[c].current as usize;
+        let mut failed = false;
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
         if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {
             let anon = self.frames.get(pfn).has(pg::ANON);
@@ -220,8 +222,11 @@ impl Kernel {
                 } else {
                     Vm::PgPromoteFile
                 });
+                // task_numa_fault(.., target, .., TNF_MIGRATED): counted on the new node.
+                self.task_numa_fault(m, c, tid, this, false, false);
                 return;
             }
+            failed = true;
             if self.tiering_mode() && !self.tiers.node_is_toptier(nid) {
                 self.vm.inc(if anon {
                     Vm::PgPromoteFailAnon
@@ -244,6 +249,7 @@ impl Kernel {
                 *slot |= pte::WRITE;
             }
         }
+        self.task_numa_fault(m, c, tid, nid, nid == this, failed);
     }
 
     /// should_numa_migrate_memory, memory-tiering branch: the tiering policy decides
