@@ -37,6 +37,8 @@ pub struct ShrinkPass {
     /// Reclaimed at this priority, and over the whole balance_pgdat run.
     pub reclaimed: u64,
     pub total: u64,
+    /// sc->nr_scanned at this priority: inactive pages isolated.
+    pub scanned: u64,
     pub nr_to_reclaim: u64,
 }
 
@@ -125,7 +127,9 @@ impl Kernel {
 
     /// kswapd, one SWAP_CLUSTER_MAX step of balance_pgdat per event: each step's work is
     /// charged to kswapd's CPU and the next step is scheduled at that CPU's clock, so its TLB
-    /// flushes reach the other CPUs spread over time as they would on a real machine.
+    /// flushes reach the other CPUs spread over time as they would on a real machine. As in
+    /// balance_pgdat, the node is checked for balance only at the top of each priority
+    /// iteration, and each iteration (kswapd_shrink_node) aims at max(high, SWAP_CLUSTER_MAX).
     pub(crate) fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
         let c = self.kswapd_cpu(m, n);
         if !self.sched.rq[c].busy() {
@@ -136,44 +140,63 @@ impl Kernel {
                 self.kswapd_sleep(m, n, c);
                 return;
             }
-            // balance_pgdat starts: DEF_PRIORITY, nr_to_reclaim from the high watermark.
+            // balance_pgdat starts at DEF_PRIORITY.
             self.vm.inc(Vm::PageOutRun);
             self.nodes[n].zone.reclaim_active = true;
-            let nr_to_reclaim = self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX);
+            let nr_to_reclaim = self.kswapd_nr_to_reclaim(n);
             self.nodes[n].kswapd_pass = self.start_shrink(n, DEF_PRIORITY, nr_to_reclaim);
         }
         let mut pass = self.nodes[n].kswapd_pass.clone();
         self.shrink_step(m, n, c, &mut pass, Reclaimer::Kswapd);
-        let balanced = self.pgdat_balanced(n);
         let pass_done = pass.nr.iter().all(|&x| x == 0) || pass.reclaimed >= pass.nr_to_reclaim;
-        if pass_done {
-            self.finish_shrink(m, n, c);
+        if !pass_done {
+            self.nodes[n].kswapd_pass = pass;
+            let at = m.cpus[c].clock;
+            self.schedule(at, Event::KswapdRun(n as u8));
+            return;
         }
-        if balanced || (pass_done && (pass.reclaimed >= pass.nr_to_reclaim || pass.priority == 1)) {
-            // End of this balance_pgdat run.
-            self.nodes[n].zone.reclaim_active = false;
-            if pass.total == 0 {
-                self.nodes[n].kswapd_failures += 1;
-            } else {
-                self.nodes[n].kswapd_failures = 0;
-            }
-            self.nodes[n].kswapd_pass.active = false;
-            if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
-                self.kswapd_sleep(m, n, c);
-                return;
-            }
-        } else if pass_done {
-            // Not enough progress at this priority: scan harder (sc.priority--).
-            let total = pass.total;
-            let nr_to_reclaim = pass.nr_to_reclaim - pass.reclaimed.min(pass.nr_to_reclaim);
-            pass = self.start_shrink(n, pass.priority - 1, nr_to_reclaim);
-            pass.total = total;
-            self.nodes[n].kswapd_pass = pass;
+        self.finish_shrink(m, n, c);
+        // The bottom of the priority loop: raise the priority (scan harder) unless enough was
+        // scanned to meet the high watermark at 100 % efficiency and something was reclaimed.
+        let raise = pass.scanned < pass.nr_to_reclaim;
+        let priority = if raise || pass.reclaimed == 0 {
+            pass.priority - 1
         } else {
-            self.nodes[n].kswapd_pass = pass;
+            pass.priority
+        };
+        // The top of the loop: stop once balanced or out of priorities.
+        let balanced = self.pgdat_balanced(n);
+        if priority >= 1 && !balanced {
+            let total = pass.total;
+            let nr_to_reclaim = self.kswapd_nr_to_reclaim(n);
+            let mut next = self.start_shrink(n, priority, nr_to_reclaim);
+            next.total = total;
+            self.nodes[n].kswapd_pass = next;
+            let at = m.cpus[c].clock;
+            self.schedule(at, Event::KswapdRun(n as u8));
+            return;
+        }
+        // out: the end of this balance_pgdat run.
+        self.nodes[n].zone.reclaim_active = false;
+        if pass.total == 0 {
+            self.nodes[n].kswapd_failures += 1;
+        } else {
+            self.nodes[n].kswapd_failures = 0;
+        }
+        self.nodes[n].kswapd_pass.active = false;
+        // kswapd_try_to_sleep: sleep when balanced or hopeless, else balance again.
+        if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
+            self.kswapd_sleep(m, n, c);
+            return;
         }
         let at = m.cpus[c].clock;
         self.schedule(at, Event::KswapdRun(n as u8));
+    }
+
+    /// kswapd_shrink_node's target: max(high_wmark_pages, SWAP_CLUSTER_MAX) summed over the
+    /// node's zones (one here).
+    fn kswapd_nr_to_reclaim(&self, n: usize) -> u64 {
+        self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX)
     }
 
     fn kswapd_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
@@ -267,6 +290,7 @@ impl Kernel {
             ],
             reclaimed: 0,
             total: 0,
+            scanned: 0,
             nr_to_reclaim,
         }
     }
@@ -291,7 +315,9 @@ impl Kernel {
                     self.shrink_active_list(m, n, c, scan, lru);
                 }
             } else {
+                let before = self.nodes[n].lru_size(lru);
                 let got = self.shrink_inactive_list(m, n, c, scan, lru, who);
+                pass.scanned += scan.min(before);
                 pass.reclaimed += got;
                 pass.total += got;
             }
