@@ -10,6 +10,7 @@ mod common;
 use common::{
     anon_rw, fill_then_random_reads, one_process as workload, run, tiered_config, BASE, PAGE,
 };
+use tierlab::sim::AccessKind;
 use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
@@ -36,7 +37,8 @@ fn mode_2_scans_only_the_slow_tier() {
     let on_cxl = sim.k.nodes[1].nr_anon;
     assert!(on_dram > 3000 && on_cxl > 1000, "{on_dram} / {on_cxl}");
     let before = sim.k.vm.get(Vm::NumaPteUpdates);
-    sim.k.task_numa_work(&mut sim.hw, 0, 0, 100);
+    sim.k.sched.threads[0].numa_scan_period_ms = 100;
+    sim.k.task_numa_work(&mut sim.hw, 0, 0);
     let marked = sim.k.vm.get(Vm::NumaPteUpdates) - before;
     let mut protnone = [0u64; 2];
     for (_, p) in sim.k.mms[0].pgtable.iter() {
@@ -332,7 +334,9 @@ fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
 #[test]
 fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
     // 6000 pages: ~3700 fit in DRAM, the hot last 800 land on the slow node.
-    let sim = run(tiered_config(&[]), hot_tail_workload(6000, 800, 60_000));
+    // Long enough for several scan passes: promotions slow the scanner down (the period
+    // doubles after each sequence with promotions).
+    let sim = run(tiered_config(&[]), hot_tail_workload(6000, 800, 200_000));
     let v = |c| sim.k.vm.get(c);
     assert!(v(Vm::NumaPteUpdates) > 0);
     assert!(v(Vm::NumaHintFaults) > 0);
@@ -384,6 +388,7 @@ fn the_tiering_loop_promotes_the_hot_set_and_demotes_cold_pages() {
         d0 / (d0 + d1).max(1.0)
     };
     let late = window(&tl[tl.len() - 3], &tl[tl.len() - 1]);
+
     assert!(
         late > early + 0.3,
         "DRAM share early {early:.2}, late {late:.2}"
@@ -528,4 +533,68 @@ fn a_promotion_after_a_new_scan_sequence_doubles_the_scan_period() {
         sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
     }
     assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, max);
+}
+
+#[test]
+fn the_scanner_skips_vmas_the_task_has_not_faulted_in_after_two_sequences() {
+    // Two VMAs whose pages sit on the slow tier; the task faults only in the first.
+    let mut sim = Sim::new(
+        no_auto_scan(),
+        workload(
+            vec![(
+                Placement::Pinned(0),
+                vec![anon_rw(BASE, 512), anon_rw(BASE + (4 << 20), 512)],
+            )],
+            vec![],
+        ),
+    )
+    .unwrap();
+    sim.run(&mut |_| {}).unwrap();
+    // Map every page of both VMAs on node 1 (migrate them there first).
+    for vma in 0..2u64 {
+        let base = BASE + vma * (4 << 20);
+        for i in 0..512 {
+            let vaddr = base + i * PAGE;
+            sim.k
+                .handle_mm_fault(&mut sim.hw, 0, 0, vaddr, AccessKind::Store)
+                .unwrap();
+        }
+        sim.k
+            .sys_move_pages(&mut sim.hw, 0, 0, base, 512 * PAGE, 1)
+            .unwrap();
+    }
+    sim.k.sched.threads[0].numa_scan_period_ms = 1;
+    // As if the process still ran four threads (get_nr_threads): a VMA left unscanned for
+    // more than four sequences is scanned again anyway.
+    sim.k.mms[0].nr_threads = 4;
+    let updates = |sim: &Sim| sim.k.vm.get(Vm::NumaPteUpdates);
+    let scan = |sim: &mut Sim| {
+        sim.hw.cpus[0].clock += sim.hw.ns_to_cycles(200e9);
+        sim.k.task_numa_work(&mut sim.hw, 0, 0);
+    };
+    // Restore the PTEs (no hint fault) so the next pass has something to mark.
+    let restore = |sim: &mut Sim| {
+        for (vpn, p) in sim.k.mms[0].pgtable.iter().collect::<Vec<_>>() {
+            if p & pte::PROTNONE != 0 {
+                sim.k.mms[0]
+                    .pgtable
+                    .set(vpn, (p & !pte::PROTNONE) | pte::PRESENT);
+            }
+        }
+    };
+    // The first pass (sequence 0) makes the per-VMA state.
+    scan(&mut sim);
+    restore(&mut sim);
+    let mut seen = vec![];
+    for _ in 0..8 {
+        let before = updates(&sim);
+        scan(&mut sim);
+        seen.push(updates(&sim) - before);
+        restore(&mut sim);
+    }
+    eprintln!("PTE updates per pass: {seen:?}");
+    // Early sequences scan both VMAs (1024 PTEs per pass); once the unconditional scans are
+    // over and no hint fault set the task's PID bit, a pass scans only the one forced VMA.
+    assert_eq!(seen[0], 1024, "{seen:?}");
+    assert_eq!(&seen[1..3], &[512, 512], "{seen:?}");
 }

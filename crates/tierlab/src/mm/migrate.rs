@@ -203,7 +203,7 @@ impl Kernel {
     /// isolate every mapped page of the range that is not on `node` and migrate them with
     /// MIGRATE_SYNC. Unmapped pages and the zero page are skipped, as -EFAULT / -ENOENT
     /// entries in the status array would report.
-    pub(crate) fn sys_move_pages(
+    pub fn sys_move_pages(
         &mut self,
         m: &mut Machine,
         c: usize,

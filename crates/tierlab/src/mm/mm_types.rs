@@ -46,6 +46,8 @@ pub struct Vma {
     pub end: u64,
     pub prot: u8,
     pub backing: Backing,
+    /// vma->numab_state: NUMA-balancing scan state, made on the first scan that reaches it.
+    pub numab: Option<crate::mm::numa_balancing::VmaNumabState>,
 }
 
 impl Vma {
@@ -143,6 +145,8 @@ impl Mm {
                         pgoff: pgoff + ((addr - v.start) >> PAGE_SHIFT),
                     };
                 }
+                // vm_area_dup: the new part starts without NUMA scan state.
+                hi.numab = None;
                 self.vmas[i].end = addr;
                 self.vmas.insert(i + 1, hi);
             }
@@ -156,6 +160,7 @@ mod tests {
 
     fn vma(s: u64, e: u64) -> Vma {
         Vma {
+            numab: None,
             start: s,
             end: e,
             prot: prot::READ,

@@ -56,6 +56,7 @@ impl Kernel {
             }
         }
         self.mms[mm].insert_vma(Vma {
+            numab: None,
             start: addr,
             end: addr + len,
             prot: prot_bits,

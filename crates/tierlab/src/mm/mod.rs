@@ -13,6 +13,7 @@ pub mod mmap;
 pub mod mmzone;
 pub mod numa_balancing;
 pub mod numa_placement;
+pub mod numa_scan;
 pub mod page;
 pub mod page_alloc;
 pub mod pgtable;

@@ -13,7 +13,6 @@ use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::stats::Vm;
-use crate::workload::{prot, Backing};
 
 /// MAX_SCAN_WINDOW (MB/s)
 pub const MAX_SCAN_WINDOW: u64 = 2560;
@@ -33,6 +32,8 @@ pub struct NumaBalancingNode {
     pub pgpromote_candidate: u64,
     pub pgpromote_success: u64,
 }
+
+pub use crate::mm::numa_scan::VmaNumabState;
 
 /// Per-mm scanner state (mm->numa_next_scan, numa_scan_offset, numa_scan_seq).
 #[derive(Clone, Debug, Default)]
@@ -86,64 +87,10 @@ impl Kernel {
         self.sched.threads[tid].numa_node_stamp += period;
         if now >= self.mms[mm].numa.next_scan {
             let before = m.cpus[c].clock;
-            let scan_period = self.sched.threads[tid].numa_scan_period_ms;
-            self.task_numa_work(m, c, mm, scan_period);
+            self.task_numa_work(m, c, tid);
             let spent = m.cpus[c].clock - before;
             self.sched.threads[tid].numa_node_stamp += 32 * spent;
         }
-    }
-
-    /// task_numa_work: mark up to scan_size MB of PTEs PROT_NONE, continuing where the last
-    /// pass stopped; the top tier is skipped in pure tiering mode.
-    pub fn task_numa_work(&mut self, m: &mut Machine, c: usize, mm: usize, period_ms: u64) {
-        let period = period_ms;
-        let now = m.cpus[c].clock;
-        self.mms[mm].numa.next_scan = now + m.ns_to_cycles(period as f64 * 1e6);
-        let mut pages = (self.cfg.kernel.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT)) as i64;
-        let mut virtpages = pages * 8;
-        let mut start = self.mms[mm].numa.scan_offset;
-        let mut i = self.mms[mm].vma_index_from(start);
-        if i >= self.mms[mm].vmas.len() {
-            // reset_ptenuma_scan
-            self.mms[mm].numa.scan_seq += 1;
-            start = 0;
-            i = 0;
-        }
-        const HPAGE: u64 = 2 << 20;
-        while i < self.mms[mm].vmas.len() {
-            let vma = self.mms[mm].vmas[i];
-            i += 1;
-            let readonly_file = matches!(vma.backing, Backing::File { .. }) && !vma.writable();
-            let accessible = vma.prot & (prot::READ | prot::WRITE | prot::EXEC) != 0;
-            if readonly_file || !accessible {
-                continue;
-            }
-            let mut s = start.max(vma.start);
-            while s < vma.end {
-                let e = ((s + pages as u64 * 4096).div_ceil(HPAGE) * HPAGE).min(vma.end);
-                let chunk = ((e - s) >> PAGE_SHIFT) as i64;
-                let n = self.change_prot_numa(
-                    m,
-                    c,
-                    mm,
-                    (s >> PAGE_SHIFT) as u32,
-                    (e >> PAGE_SHIFT) as u32,
-                );
-                if n > 0 {
-                    pages -= chunk;
-                }
-                virtpages -= chunk;
-                s = e;
-                if pages <= 0 || virtpages <= 0 {
-                    self.mms[mm].numa.scan_offset = s;
-                    return;
-                }
-            }
-            start = vma.end;
-        }
-        // Reached the end of the address space: start over next time.
-        self.mms[mm].numa.scan_offset = 0;
-        self.mms[mm].numa.scan_seq += 1;
     }
 
     /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the
@@ -204,12 +151,13 @@ impl Kernel {
         let pfn = pte::pfn(p);
         let nid = m.node_of_pfn(pfn);
         let this = m.cpus[c].node as usize;
+        let tid = self.sched.rq[c].current as usize;
         // numa_migrate_check
+        self.vma_set_access_pid_bit(mm, vpn, tid);
         self.vm.inc(Vm::NumaHintFaults);
         if nid == this {
             self.vm.inc(Vm::NumaHintFaultsLocal);
         }
-        let tid = self.sched.rq[c].current as usize;
         let mut failed = false;
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
         if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {
