@@ -1,0 +1,320 @@
+//! `tierlab validate`'s comparison: the real kernel's samples (JSON lines from the generated
+//! program) beside the simulated timeline, per interval and in total, with the sim/real
+//! ratio and a verdict per row (counters within 2×, residency within 15 percentage points:
+//! the targets of the fidelity work).
+
+use serde::Serialize;
+use serde_json::Value;
+use tierlab::RunResult;
+
+/// A counter is within target when sim/real is in [1/2, 2] (or both are small).
+const COUNTER_FACTOR: f64 = 2.0;
+/// Residency is within target when the DRAM shares differ by at most this many points.
+const RESIDENCY_POINTS: f64 = 15.0;
+/// Counters below this in both runs are too small to judge.
+const SMALL: u64 = 20;
+
+/// One sample of the real run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RealSample {
+    pub t_ms: f64,
+    /// Per region: pages per node.
+    pub regions: Vec<(String, Vec<u64>)>,
+    pub vmstat: Vec<(String, u64)>,
+    /// TLB shootdowns summed over CPUs.
+    pub tlb: u64,
+}
+
+/// Parse the program's stdout: sample lines, skipping phase, warning and done lines; an
+/// `error` line is the run's failure.
+pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(e) = v.get("error") {
+            return Err(format!("the guest program failed: {e}"));
+        }
+        let Some(t) = v.get("t_ms").and_then(Value::as_f64) else {
+            continue;
+        };
+        if v.get("regions").is_none() {
+            continue;
+        }
+        let map_u64 = |key: &str| -> Vec<(String, u64)> {
+            v.get(key)
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, x)| (k.clone(), x.as_u64().unwrap_or(0)))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let regions = v["regions"]
+            .as_object()
+            .ok_or_else(|| format!("line {}: `regions` is not an object", i + 1))?
+            .iter()
+            .map(|(k, x)| {
+                let pages = x
+                    .as_array()
+                    .map(|a| a.iter().map(|n| n.as_u64().unwrap_or(0)).collect())
+                    .unwrap_or_default();
+                (k.clone(), pages)
+            })
+            .collect();
+        let tlb = v
+            .get("tlb")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_u64).sum())
+            .unwrap_or(0);
+        out.push(RealSample {
+            t_ms: t,
+            regions,
+            vmstat: map_u64("vmstat"),
+            tlb,
+        });
+    }
+    if out.is_empty() {
+        return Err("the guest program printed no samples".into());
+    }
+    Ok(out)
+}
+
+/// One compared counter.
+#[derive(Clone, Debug, Serialize)]
+pub struct CounterRow {
+    pub name: String,
+    pub real: u64,
+    pub sim: u64,
+    pub ratio: Option<f64>,
+    pub ok: bool,
+}
+
+/// One compared region.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegionRow {
+    pub name: String,
+    /// Largest difference in DRAM share (percentage points) over the aligned samples.
+    pub max_diff_points: f64,
+    /// Time to reach half of the final DRAM share, real and simulated (ms).
+    pub half_time_real_ms: Option<f64>,
+    pub half_time_sim_ms: Option<f64>,
+    pub ok: bool,
+}
+
+/// Per interval: time, and per region the DRAM share real and simulated (%).
+#[derive(Clone, Debug, Serialize)]
+pub struct IntervalRow {
+    pub t_ms: f64,
+    pub dram_share: Vec<(String, f64, f64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub intervals: Vec<IntervalRow>,
+    pub regions: Vec<RegionRow>,
+    pub counters: Vec<CounterRow>,
+}
+
+/// Percent of a region's resident pages on the top-tier nodes.
+fn dram_share(pages: &[u64], toptier: &[bool]) -> f64 {
+    let all: u64 = pages.iter().sum();
+    let top: u64 = pages
+        .iter()
+        .zip(toptier)
+        .filter(|(_, &t)| t)
+        .map(|(p, _)| p)
+        .sum();
+    if all == 0 {
+        0.0
+    } else {
+        100.0 * top as f64 / all as f64
+    }
+}
+
+/// The first time a share series reaches half of its final value.
+fn half_time(series: &[(f64, f64)]) -> Option<f64> {
+    let last = series.last()?.1;
+    if last <= 0.0 {
+        return None;
+    }
+    series.iter().find(|(_, s)| *s >= last / 2.0).map(|(t, _)| *t)
+}
+
+/// Compare the real samples with the simulated run, sample by sample (nearest simulated
+/// time), and in total.
+pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Comparison {
+    let toptier: Vec<bool> = sim.nodes.iter().map(|n| n.toptier).collect();
+    let nearest = |t: f64| {
+        sim.timeline
+            .iter()
+            .min_by(|a, b| (a.t_ms - t).abs().total_cmp(&(b.t_ms - t).abs()))
+    };
+    let names: Vec<String> = real
+        .first()
+        .map(|s| s.regions.iter().map(|r| r.0.clone()).collect())
+        .unwrap_or_default();
+    let mut intervals = Vec::new();
+    let mut series: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = vec![Default::default(); names.len()];
+    for s in real {
+        let Some(p) = nearest(s.t_ms) else { continue };
+        let mut row = IntervalRow {
+            t_ms: s.t_ms,
+            dram_share: Vec::new(),
+        };
+        for (i, name) in names.iter().enumerate() {
+            let r = s
+                .regions
+                .iter()
+                .find(|x| &x.0 == name)
+                .map_or(0.0, |x| dram_share(&x.1, &toptier));
+            let m = p
+                .regions
+                .as_ref()
+                .and_then(|rs| rs.iter().find(|x| &x.0 == name))
+                .map_or(0.0, |x| dram_share(&x.1, &toptier));
+            row.dram_share.push((name.clone(), r, m));
+            series[i].0.push((s.t_ms, r));
+            series[i].1.push((p.t_ms, m));
+        }
+        intervals.push(row);
+    }
+    let regions = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let max_diff = intervals
+                .iter()
+                .map(|row| (row.dram_share[i].1 - row.dram_share[i].2).abs())
+                .fold(0.0, f64::max);
+            RegionRow {
+                name: name.clone(),
+                max_diff_points: max_diff,
+                half_time_real_ms: half_time(&series[i].0),
+                half_time_sim_ms: half_time(&series[i].1),
+                ok: max_diff <= RESIDENCY_POINTS,
+            }
+        })
+        .collect();
+    let (first, last) = (real.first(), real.last());
+    let real_delta = |name: &str| -> u64 {
+        let get = |s: Option<&RealSample>| {
+            s.and_then(|s| s.vmstat.iter().find(|v| v.0 == name).map(|v| v.1))
+                .unwrap_or(0)
+        };
+        get(last).saturating_sub(get(first))
+    };
+    let mut rows: Vec<CounterRow> = counters
+        .iter()
+        .map(|&name| counter_row(name, real_delta(name), sim.vmstat.get(name)))
+        .collect();
+    let real_tlb = last.map_or(0, |s| s.tlb) - first.map_or(0, |s| s.tlb);
+    let sim_tlb: u64 = sim.interrupts.tlb.iter().sum();
+    rows.push(counter_row("TLB shootdowns", real_tlb, sim_tlb));
+    Comparison {
+        intervals,
+        regions,
+        counters: rows,
+    }
+}
+
+fn counter_row(name: &str, real: u64, sim: u64) -> CounterRow {
+    let ratio = (real > 0).then(|| sim as f64 / real as f64);
+    let small = real < SMALL && sim < SMALL;
+    let ok = small
+        || ratio.is_some_and(|r| (1.0 / COUNTER_FACTOR..=COUNTER_FACTOR).contains(&r));
+    CounterRow {
+        name: name.to_string(),
+        real,
+        sim,
+        ratio,
+        ok,
+    }
+}
+
+impl Comparison {
+    /// The side-by-side tables as text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        s.push_str("DRAM share of each region (%), real | simulated, per sample:\n");
+        s.push_str(&format!("{:>10}", "t (ms)"));
+        for r in &self.regions {
+            s.push_str(&format!("{:>24}", r.name));
+        }
+        s.push('\n');
+        for row in &self.intervals {
+            s.push_str(&format!("{:>10.0}", row.t_ms));
+            for (_, real, sim) in &row.dram_share {
+                s.push_str(&format!("{:>24}", format!("{real:5.1} | {sim:5.1}")));
+            }
+            s.push('\n');
+        }
+        s.push_str("\nregion                    max diff (pp)   half-share time real / sim (ms)   verdict\n");
+        for r in &self.regions {
+            let t = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+            s.push_str(&format!(
+                "{:<26}{:>13.1}   {:>31}   {}\n",
+                r.name,
+                r.max_diff_points,
+                format!("{} / {}", t(r.half_time_real_ms), t(r.half_time_sim_ms)),
+                if r.ok { "ok" } else { "OFF (> 15 pp)" }
+            ));
+        }
+        s.push_str("\ncounter (over the run)            real          sim    sim/real   verdict\n");
+        for c in &self.counters {
+            s.push_str(&format!(
+                "{:<28}{:>10}{:>13}{:>12}   {}\n",
+                c.name,
+                c.real,
+                c.sim,
+                c.ratio.map_or("-".into(), |r| format!("{r:.2}")),
+                if c.ok { "ok" } else { "OFF (> 2x)" }
+            ));
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_within_two_times_or_small_pass() {
+        assert!(counter_row("x", 100, 190).ok);
+        assert!(!counter_row("x", 100, 210).ok);
+        assert!(!counter_row("x", 100, 40).ok);
+        assert!(counter_row("x", 3, 15).ok, "both too small to judge");
+        assert!(!counter_row("x", 0, 500).ok);
+    }
+
+    #[test]
+    fn samples_parse_and_other_lines_are_skipped() {
+        let lines: Vec<String> = [
+            r#"{"warning":"no NUMA"}"#,
+            r#"{"t_ms":10.0,"regions":{"hot":[1,3]},"vmstat":{"pgpromote_success":5},"tlb":[1,2]}"#,
+            r#"{"phase":"fill","begin_ms":0,"end_ms":9}"#,
+            "kernel noise",
+            r#"{"t_ms":20.0,"regions":{"hot":[4,0]},"vmstat":{"pgpromote_success":9},"tlb":[2,2]}"#,
+            r#"{"done":true,"t_ms":21}"#,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let s = parse_samples(&lines).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].regions[0], ("hot".to_string(), vec![1, 3]));
+        assert_eq!(s[1].tlb, 4);
+        let err = parse_samples(&[r#"{"error":"mmap failed"}"#.to_string()]).unwrap_err();
+        assert!(err.contains("mmap failed"));
+    }
+
+    #[test]
+    fn half_time_is_the_first_sample_at_half_the_final_share() {
+        assert_eq!(half_time(&[(0.0, 0.0), (10.0, 30.0), (20.0, 80.0)]), Some(20.0));
+        assert_eq!(half_time(&[(0.0, 0.0), (10.0, 50.0), (20.0, 80.0)]), Some(10.0));
+        assert_eq!(half_time(&[(0.0, 0.0)]), None);
+    }
+}
