@@ -22,6 +22,7 @@
 //! Streams are generated lazily, ~1024 ops per `refill`; only a `touch` phase's random
 //! permutation and a Zipf phase's CDF are precomputed (once per phase, shared by all threads).
 
+pub mod c_program;
 mod config;
 mod loops;
 mod phase_keys;
@@ -66,9 +67,10 @@ fn mix(seed: u64, salt: u64, n: u64) -> u64 {
 }
 
 /// A scripted `[workload]` table typed, checked and resolved: what `build` turns into thread
-/// streams.
+/// streams and `c_program` into C.
 struct Resolved {
     cfg: config::Cfg,
+    phase_cfgs: Vec<phase_keys::PhaseCfg>,
     placements: Vec<Placement>,
     regions: Vec<plan::Region>,
     files: Vec<FileSpec>,
@@ -94,6 +96,7 @@ fn resolve(
     let region_specs = regions::specs(&regions, &cfg.watch, origin)?;
     Ok(Resolved {
         cfg,
+        phase_cfgs,
         placements,
         regions,
         files,
