@@ -22,6 +22,7 @@
 //! Streams are generated lazily, ~1024 ops per `refill`; only a `touch` phase's random
 //! permutation and a Zipf phase's CDF are precomputed (once per phase, shared by all threads).
 
+pub mod c_program;
 mod config;
 mod loops;
 mod phase_keys;
@@ -36,7 +37,7 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use tierlab::config::ConfigError;
-use tierlab::workload::{Op, ThreadSpec, ThreadStream, Workload};
+use tierlab::workload::{FileSpec, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload};
 
 use config::PlacementCfg;
 use plan::Program;
@@ -65,6 +66,46 @@ fn mix(seed: u64, salt: u64, n: u64) -> u64 {
     splitmix(splitmix(seed ^ salt).wrapping_add(n))
 }
 
+/// A scripted `[workload]` table typed, checked and resolved: what `build` turns into thread
+/// streams and `c_program` into C.
+struct Resolved {
+    cfg: config::Cfg,
+    phase_cfgs: Vec<phase_keys::PhaseCfg>,
+    placements: Vec<Placement>,
+    regions: Vec<plan::Region>,
+    files: Vec<FileSpec>,
+    phases: phases::Phases,
+    steps: Vec<plan::Step>,
+    /// The regions, then the watched sub-ranges.
+    region_specs: Vec<RegionSpec>,
+}
+
+/// Type and check `table` (errors in the order `build` has always reported them).
+fn resolve(
+    table: &toml::Table,
+    origin: &str,
+    seed: u64,
+    nodes: u32,
+    cpus: u32,
+) -> Result<Resolved, ConfigError> {
+    let (cfg, phase_cfgs) = config::parse(table, origin)?;
+    let placements = config::placements(&cfg, cpus, origin)?;
+    let (regions, files) = regions::lay_out(&cfg.regions, nodes, origin)?;
+    let phases = phases::plan(&phase_cfgs, &regions, cfg.threads, nodes, seed, origin)?;
+    let steps = loops::steps(&cfg.groups, &phases.ids, phases.plans.len(), origin)?;
+    let region_specs = regions::specs(&regions, &cfg.watch, origin)?;
+    Ok(Resolved {
+        cfg,
+        phase_cfgs,
+        placements,
+        regions,
+        files,
+        phases,
+        steps,
+        region_specs,
+    })
+}
+
 /// Build a scripted workload from the scenario's [workload] table. `origin` is the file name for
 /// errors; `nodes` is the machine's node count; `cpus` its CPU count; `cpu_ghz` its clock.
 pub fn build(
@@ -77,12 +118,17 @@ pub fn build(
 ) -> Result<Workload, ConfigError> {
     // The clock is not needed: every time-based knob is in simulated ns / ms.
     let _ = cpu_ghz;
-    let (cfg, phase_cfgs) = config::parse(table, origin)?;
+    let Resolved {
+        cfg,
+        placements,
+        regions,
+        files,
+        phases,
+        steps,
+        region_specs,
+        ..
+    } = resolve(table, origin, seed, nodes, cpus)?;
     let nthreads = cfg.threads;
-    let placements = config::placements(&cfg, cpus, origin)?;
-    let (regions, files) = regions::lay_out(&cfg.regions, nodes, origin)?;
-    let phases = phases::plan(&phase_cfgs, &regions, nthreads, nodes, seed, origin)?;
-    let steps = loops::steps(&cfg.groups, &phases.ids, phases.plans.len(), origin)?;
 
     let placement = match &cfg.placement {
         None => "spread".to_string(),
@@ -108,7 +154,6 @@ pub fn build(
             backing: r.backing,
         })
         .collect();
-    let region_specs = regions::specs(&regions, &cfg.watch, origin)?;
     let prog = Arc::new(Program {
         prologue,
         phases: phases.plans,

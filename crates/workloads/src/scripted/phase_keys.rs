@@ -221,6 +221,15 @@ impl PhaseCfg {
         )
     }
 
+    /// A `random` phase's `duration_ms` (its access count is duration × rate; a real program
+    /// stops on the clock instead).
+    pub fn duration_ms(&self) -> Option<f64> {
+        match self {
+            PhaseCfg::Random(c) => c.duration_ms,
+            _ => None,
+        }
+    }
+
     /// The keys this phase has in common with other kinds.
     pub fn shared(&self) -> Shared<'_> {
         let (name, threads) = match self {

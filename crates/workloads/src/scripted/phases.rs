@@ -420,6 +420,7 @@ fn random_pattern(c: &RandomCfg, pages: u64, at: &At) -> Result<Pattern, ConfigE
             Ok(Pattern::Zipf {
                 count,
                 cdf: zipf_cdf(pages, s),
+                s,
                 hot_last,
             })
         }

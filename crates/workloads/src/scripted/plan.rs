@@ -41,6 +41,8 @@ pub(super) enum Pattern {
         count: u64,
         /// Cumulative probability of ranks 0..=k, shared by all threads.
         cdf: Arc<[f64]>,
+        /// The exponent the CDF was built with (`zipf_s`).
+        s: f64,
         hot_last: bool,
     },
 }

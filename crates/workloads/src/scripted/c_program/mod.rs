@@ -1,0 +1,260 @@
+//! A scripted workload as a self-contained C program, to run the same scenario on a real Linux
+//! kernel (under QEMU, by `tierlab validate`) and compare what the kernel did with the
+//! simulator.
+//!
+//! `generate` resolves the `[workload]` table with the same code as [`super::build`] (same
+//! errors, same region addresses, same phase plans) and emits C11 that needs only libc and
+//! pthreads (`cc -O2 -static -pthread prog.c`; no libnuma, no libm). The generated file is
+//! the scenario's tables (regions, phases, loop steps, threads) followed by a fixed runtime
+//! (`runtime.c`) that interprets them:
+//!
+//! - main first re-executes itself once with `ADDR_NO_RANDOMIZE` (best effort): a static
+//!   glibc program calls `sbrk` before `main`, and recent x86-64 kernels start the brk heap
+//!   anywhere in the GiB above the program (a 6.18 kernel put it at 0x2aad3000), where the
+//!   simulator's regions are (0x10000000 on);
+//! - it maps every region at the simulator's address (`MAP_FIXED_NOREPLACE`; `MAP_FIXED` if the
+//!   kernel refuses the flag; a kernel that takes it as a hint and maps elsewhere is an EEXIST)
+//!   with the region's prot. A file region is a file of the region's size created (sparse) in
+//!   `$TIERLAB_FILE_DIR` (default `/tmp`), unlinked at once and mapped `MAP_SHARED`;
+//! - one pthread per workload thread, pinned with `sched_setaffinity` when the placement pins
+//!   it (spread threads are left to the scheduler); the threads run the steps (loop groups
+//!   included) `loops` times, each phase instance followed by a `pthread_barrier_wait`, as the
+//!   simulator's op stream does;
+//! - a sampler thread (off the pinned CPUs when any CPU is left) prints a sample every
+//!   `sample_interval_ms`, and main one more after the last phase. A sample of a large region
+//!   is slow (`move_pages` costs about 0.1–0.4 µs per page: ~100 ms per GiB on a loaded VM), so
+//!   after a sample the sampler idles at least as long as the sample took: it never uses more
+//!   than half a CPU, and the effective interval grows.
+//!
+//! # Output: JSON lines on stdout
+//!
+//! Every line is one JSON object, flushed as it is written; lines never interleave.
+//!
+//! - Sample: `{"t_ms":12.345,"regions":{"buf":[1024,0],"hot tail":[256,0]},
+//!   "vmstat":{"pgmigrate_success":0,"numa_hint_faults":null},"tlb":[365129,370703],
+//!   "span_ms":0.412}`
+//!   - `t_ms`: ms since the program started (CLOCK_MONOTONIC) when the sample began; `span_ms`:
+//!     how long it took (the residency is not an instant snapshot);
+//!   - `regions`: per region, then per `[[workload.watch]]` sub-range (under its name, as the
+//!     simulator's timeline does), the number of resident pages on node 0, 1, ... The array has
+//!     `CProgramOptions::nodes` entries, more if the kernel puts pages on a higher node.
+//!     Residency is `move_pages(0, n, pages, NULL, status, 0)` in chunks of 4096 pages (status
+//!     ≥ 0 is the node; negative is not present: never touched, unmapped, swapped out, or the
+//!     shared zero page of an anon page only read);
+//!   - `vmstat`: each requested `/proc/vmstat` counter, `null` if the kernel has no such
+//!     counter;
+//!   - `tlb`: the `TLB:` row of `/proc/interrupts` (TLB shootdowns received, one number per
+//!     CPU); `[]` where the row does not exist (not x86).
+//! - Phase instance ended (printed by the thread the barrier elects, after the barrier, in
+//!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024}`.
+//!   `begin_ms` is when the previous barrier released the threads (so it equals the previous
+//!   line's `end_ms`); `accesses` is the loads and stores all threads made in the instance. A
+//!   loop prints one line per iteration.
+//! - `{"warning":"..."}`: at most once. When `move_pages` fails with ENOSYS, EINVAL or EPERM
+//!   (no NUMA, or not allowed), residency comes from `mincore()` with every present page on
+//!   node 0, and `move_pages` phases (and region binding) do nothing; ENODEV (the target node
+//!   does not exist) also only warns. `TIERLAB_RESIDENCY=mincore` forces the `mincore()` path.
+//! - `{"error":"..."}`: a failing syscall (or SIGSEGV / SIGBUS: an access to a page the phases
+//!   unmapped or protected); the program exits 1 right after it.
+//! - `{"done":true,"t_ms":1234.5}`: the last line; the program exits 0.
+//!
+//! # Per phase kind
+//!
+//! - `touch`, `stride`, `random`: one-byte loads or stores (`volatile`) at the simulator's
+//!   addresses: page starts for touch (sequential, reverse, or a random order: a Fisher-Yates
+//!   shuffle, not the simulator's), every `stride_bytes` for stride; uniform or Zipf pages with
+//!   an 8-byte-aligned offset for random (the same CDF as the simulator's, ranks from the hot
+//!   end). Random numbers are SplitMix64 seeded from the seed and the thread index: the same
+//!   program and seed give the same addresses, not the simulator's addresses.
+//!   - `rate_per_s`: slot k of a thread's phase is at start + k / rate; the thread sleeps
+//!     (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`) before every batch of slots, batches
+//!     being at least 50 µs long. The schedule starts at each phase instance.
+//!   - `duration_ms`: the phase stops on the clock (CLOCK_MONOTONIC) rather than after
+//!     duration × rate accesses.
+//!   - `gap_cycles`: a spin of that many empty loop iterations (about a cycle each).
+//!   - Region binding (`node` on a region): after each touch of it, the lowest participating
+//!     thread moves the whole region there with `move_pages`, as the simulator does.
+//! - `madvise` (`MADV_PAGEOUT`, `MADV_COLD`, `MADV_DONTNEED`), `mprotect`, `munmap`, `mmap`
+//!   (anon, or the file from the range's page offset): the syscall on the phase's range, by
+//!   each participating thread.
+//! - `move_pages`: `move_pages(MPOL_MF_MOVE)` of every page, 4096 pages per call; per-page
+//!   failures (page absent, busy) are not errors.
+//! - `sleep`: `clock_nanosleep` for `ms`; `barrier`: nothing but the barrier.
+
+mod phases;
+mod sampler;
+
+use std::fmt::Write;
+
+use tierlab::config::ConfigError;
+use tierlab::workload::{Backing, Placement};
+
+use super::{loops, resolve, Resolved, PAGE};
+
+/// The runtime every generated program ends with.
+const RUNTIME: &str = include_str!("runtime.c");
+
+/// What the generated program reports and the machine it is generated for.
+#[derive(Clone, Debug)]
+pub struct CProgramOptions {
+    /// Interval between residency samples (ms of wall-clock time).
+    pub sample_interval_ms: f64,
+    /// `/proc/vmstat` counters each sample reports.
+    pub counters: Vec<String>,
+    /// The machine's NUMA node count (as `scripted::build` takes it).
+    pub nodes: u32,
+    /// The machine's CPU count (as `scripted::build` takes it).
+    pub cpus: u32,
+}
+
+/// The C source of the program that runs the scripted workload `table` (the scenario's
+/// `[workload]`) on a real kernel. `origin` names the file in errors; `seed` is the scenario's.
+/// Errors are those of `scripted::build` for the same table, plus bad options.
+pub fn generate(
+    table: &toml::Table,
+    origin: &str,
+    seed: u64,
+    opts: &CProgramOptions,
+) -> Result<String, ConfigError> {
+    if !(opts.sample_interval_ms > 0.0 && opts.sample_interval_ms.is_finite()) {
+        return Err(ConfigError::msg(format!(
+            "C program: sample_interval_ms must be > 0, got {}",
+            opts.sample_interval_ms
+        )));
+    }
+    for c in &opts.counters {
+        if c.is_empty() || c.contains(|ch: char| ch.is_whitespace() || ch.is_control()) {
+            return Err(ConfigError::msg(format!(
+                "C program: {c:?} is not a /proc/vmstat counter name"
+            )));
+        }
+    }
+    let r = resolve(table, origin, seed, opts.nodes, opts.cpus)?;
+    let mut out = String::new();
+    header(&mut out, &r, origin, seed);
+    out.push_str(RUNTIME);
+    out.push_str("\n/* ---- the scenario ---- */\n\n");
+    threads(&mut out, &r, seed);
+    regions(&mut out, &r);
+    sampler::tables(&mut out, &r, opts);
+    phases::tables(&mut out, &r, seed)?;
+    Ok(out)
+}
+
+/// The comment at the top: where the program comes from and what it runs.
+fn header(out: &mut String, r: &Resolved, origin: &str, seed: u64) {
+    let program = loops::describe(&r.steps, &r.phases.names, r.cfg.loops);
+    let _ = writeln!(
+        out,
+        "/*\n * Generated by tierlab from {} (seed {seed}): do not edit.\n * Program: {}\n * Build: cc -O2 -static -pthread prog.c\n */",
+        comment(origin),
+        comment(&program)
+    );
+}
+
+/// Thread count, placement and the seed.
+fn threads(out: &mut String, r: &Resolved, seed: u64) {
+    let cpus: Vec<String> = r
+        .placements
+        .iter()
+        .map(|p| match p {
+            Placement::Pinned(c) => c.to_string(),
+            Placement::Spread => "-1".to_string(),
+        })
+        .collect();
+    let _ = writeln!(out, "const int NTHREADS = {};", r.cfg.threads);
+    let _ = writeln!(out, "const int PLACEMENT[] = {{{}}};", cpus.join(", "));
+    let _ = writeln!(out, "const uint64_t SEED = {seed}ULL;");
+    let _ = writeln!(out, "const uint64_t LOOPS = {}ULL;\n", r.cfg.loops);
+}
+
+/// The regions, mapped by main in definition order.
+fn regions(out: &mut String, r: &Resolved) {
+    let rows: Vec<String> = r
+        .regions
+        .iter()
+        .map(|g| {
+            format!(
+                "\t{{.name = {}, .start = {:#x}ULL, .pages = {}ULL, .prot = {}, .file = {}}},",
+                json_c_str(&g.name),
+                g.start,
+                g.pages,
+                g.prot,
+                file_index(g.backing)
+            )
+        })
+        .collect();
+    table(out, "const struct region REGIONS[]", &rows);
+    let _ = writeln!(out, "const int NREGIONS = {};", r.regions.len());
+    let _ = writeln!(out, "const int NFILES = {};\n", r.files.len());
+}
+
+/// The file index of a mapping, -1 for anonymous memory.
+fn file_index(b: Backing) -> i64 {
+    match b {
+        Backing::Anon => -1,
+        Backing::File { file, .. } => file as i64,
+    }
+}
+
+/// `decl = { rows };`, with a zero row when there are none (C has no empty initialiser).
+fn table(out: &mut String, decl: &str, rows: &[String]) {
+    let _ = writeln!(out, "{decl} = {{");
+    if rows.is_empty() {
+        out.push_str("\t{0},\n");
+    }
+    for row in rows {
+        let _ = writeln!(out, "{row}");
+    }
+    out.push_str("};\n");
+}
+
+/// A C string literal whose value is `s` as a JSON string (quotes included).
+fn json_c_str(s: &str) -> String {
+    let mut json = String::from("\"");
+    for ch in s.chars() {
+        match ch {
+            '"' => json.push_str("\\\""),
+            '\\' => json.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(json, "\\u{:04x}", c as u32);
+            }
+            c => json.push(c),
+        }
+    }
+    json.push('"');
+    c_str(&json)
+}
+
+/// A C string literal of `s`: printable ASCII as is (`"`, `\` and `?` escaped: no trigraphs),
+/// every other byte in octal.
+fn c_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for b in s.bytes() {
+        match b {
+            b'"' | b'\\' | b'?' => {
+                out.push('\\');
+                out.push(b as char);
+            }
+            0x20..=0x7e => out.push(b as char),
+            _ => {
+                let _ = write!(out, "\\{b:03o}");
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `s` safe inside a C block comment.
+fn comment(s: &str) -> String {
+    s.replace("*/", "* /").replace('\n', " ")
+}
+
+/// Pages in `len` bytes.
+fn pages(len: u64) -> u64 {
+    len / PAGE
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1017 @@
+/*
+ * tierlab scripted-workload runtime: the part of every generated program that does not depend
+ * on the scenario. The generated tables (REGIONS, PHASES, STEPS, ...) follow this text in the
+ * same file. C11 + POSIX + Linux syscalls; libc and pthreads only.
+ *
+ * Output: JSON lines on stdout (see the module doc of tierlab's scripted::c_program).
+ * Environment: TIERLAB_FILE_DIR (where file regions are created, default /tmp);
+ * TIERLAB_RESIDENCY=mincore (residency from mincore(), as when the kernel has no NUMA).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+#ifndef MPOL_MF_MOVE
+#define MPOL_MF_MOVE (1 << 1)
+#endif
+
+#define PAGE 4096ULL
+/* Pages per move_pages(2) call. */
+#define CHUNK 4096
+/* Nodes a residency sample can report. */
+#define MAXNODES 64
+/* Paced accesses are batched so that each sleep is at least this long. */
+#define MIN_SLEEP_NS 50000ULL
+
+/* ---- the generated tables (defined after this runtime) ---- */
+
+/* A region: mapped at `start` by main before the threads start. */
+struct region {
+	const char *name; /* a JSON string, quotes included */
+	uint64_t start, pages;
+	int prot;         /* PROT_* bits (tierlab's prot bits have the same values) */
+	int file;         /* index into the files (fds), -1 for anonymous memory */
+};
+
+/* A watched sub-range of a region, reported like a region. */
+struct watch {
+	const char *name;
+	int region;
+	uint64_t offset, pages;
+};
+
+enum kind { K_NOTHING, K_ACCESS, K_MMAP, K_MUNMAP, K_MPROTECT, K_MADVISE, K_MOVE, K_SLEEP };
+enum pattern { P_SEQ, P_REV, P_PERM, P_STRIDE, P_UNIFORM, P_ZIPF };
+enum writes { W_NEVER, W_ALWAYS, W_FRACTION };
+
+struct phase {
+	const char *name; /* a JSON string */
+	int kind;
+	const unsigned char *participants; /* one flag per thread */
+	int lead;                          /* lowest participant: does the region binding */
+	uint64_t addr, len;                /* the range (region kinds) */
+	int prot;                          /* K_MMAP, K_MPROTECT */
+	int advice;                        /* K_MADVISE */
+	int node;                          /* K_MOVE */
+	int file;                          /* K_MMAP: file index or -1 */
+	uint64_t pgoff;                    /* K_MMAP of a file */
+	uint64_t sleep_ns;                 /* K_SLEEP */
+	/* K_ACCESS */
+	int pattern;
+	uint64_t pages, count, stride;
+	double zipf_s;
+	int hot_last;
+	int writes;
+	double write_fraction;
+	uint64_t pace_ns; /* 0: not paced */
+	int has_gap;
+	uint32_t gap;      /* spin iterations between accesses (gap_cycles) */
+	double duration_ms; /* < 0: run `count` accesses; else stop on the clock */
+	uint64_t perm_seed;
+	/* Region binding: after the phase, `lead` moves [bind_addr, +bind_len) to bind_node. */
+	int bind_node; /* -1: none */
+	uint64_t bind_addr, bind_len;
+};
+
+struct step {
+	const int *members;
+	int nmembers;
+	uint64_t times;
+};
+
+extern const struct region REGIONS[];
+extern const int NREGIONS;
+extern const int NFILES;
+extern const struct watch WATCHES[];
+extern const int NWATCHES;
+extern const struct phase PHASES[];
+extern const int NPHASES;
+extern const struct step STEPS[];
+extern const int NSTEPS;
+extern const uint64_t LOOPS;
+extern const int NTHREADS;
+extern const int PLACEMENT[]; /* CPU per thread, -1: not pinned */
+extern const uint64_t SEED;
+extern const double SAMPLE_MS;
+extern const char *const COUNTERS[];
+extern const int NCOUNTERS;
+extern const int NNODES;
+
+/* ---- output ---- */
+
+static uint64_t t0_ns;
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static double ms_since_start(uint64_t t)
+{
+	return (double)(t - t0_ns) / 1e6;
+}
+
+/* A growable string. */
+struct sb {
+	char *s;
+	size_t len, cap;
+};
+
+static void sb_printf(struct sb *b, const char *fmt, ...)
+{
+	for (;;) {
+		va_list ap;
+		va_start(ap, fmt);
+		size_t room = b->cap - b->len;
+		int n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return;
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = b->cap * 2 + (size_t)n + 64;
+		char *s = realloc(b->s, cap);
+		if (!s)
+			abort();
+		b->s = s;
+		b->cap = cap;
+	}
+}
+
+/* `s` as the inside of a JSON string. */
+static void sb_json_str(struct sb *b, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			sb_printf(b, "\\%c", c);
+		else if (c < 0x20)
+			sb_printf(b, "\\u%04x", c);
+		else
+			sb_printf(b, "%c", c);
+	}
+}
+
+/* Print one line (and flush: a harness reads the lines as they come). */
+static void emit(const char *line)
+{
+	pthread_mutex_lock(&out_lock);
+	fputs(line, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	pthread_mutex_unlock(&out_lock);
+}
+
+/* Print {"key":"message"}; `fatal` exits 1 with the output lock held, so nothing follows. */
+static void report(const char *key, int fatal, const char *fmt, va_list ap)
+{
+	char msg[1024];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	struct sb b = {0};
+	sb_printf(&b, "{\"%s\":\"", key);
+	sb_json_str(&b, msg);
+	sb_printf(&b, "\"}");
+	if (!fatal) {
+		emit(b.s);
+		free(b.s);
+		return;
+	}
+	pthread_mutex_lock(&out_lock);
+	fputs(b.s, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	_exit(1);
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	report("error", 1, fmt, ap);
+	va_end(ap);
+	_exit(1);
+}
+
+__attribute__((format(printf, 2, 3))) static void warn_once(atomic_int *done, const char *fmt, ...)
+{
+	if (atomic_exchange(done, 1))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	report("warning", 0, fmt, ap);
+	va_end(ap);
+}
+
+/* An access to a page the program has no right to (mprotect, munmap): the simulator stops
+ * the run with an error, so does the program. Async-signal-safe. */
+static void on_fault(int sig, siginfo_t *si, void *ctx)
+{
+	(void)ctx;
+	char line[96] = "{\"error\":\"";
+	size_t n = strlen(line);
+	const char *what = sig == SIGSEGV ? "SIGSEGV at 0x" : "SIGBUS at 0x";
+	for (const char *w = what; *w; w++)
+		line[n++] = *w;
+	uintptr_t a = (uintptr_t)si->si_addr;
+	char hex[2 * sizeof a];
+	int k = 0;
+	do {
+		hex[k++] = "0123456789abcdef"[a & 15];
+		a >>= 4;
+	} while (a && k < (int)sizeof hex);
+	while (k)
+		line[n++] = hex[--k];
+	line[n++] = '"';
+	line[n++] = '}';
+	line[n++] = '\n';
+	ssize_t w = write(STDOUT_FILENO, line, n);
+	(void)w;
+	_exit(1);
+}
+
+/* ---- random numbers: SplitMix64, as the simulator's seed mixing ---- */
+
+static uint64_t splitmix(uint64_t z)
+{
+	z += 0x9E3779B97F4A7C15ULL;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+static uint64_t mix(uint64_t seed, uint64_t salt, uint64_t n)
+{
+	return splitmix(splitmix(seed ^ salt) + n);
+}
+
+struct rng {
+	uint64_t s;
+};
+
+static inline uint64_t rng_next(struct rng *r)
+{
+	r->s += 0x9E3779B97F4A7C15ULL;
+	uint64_t z = r->s;
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static inline uint64_t rng_below(struct rng *r, uint64_t n)
+{
+#ifdef __SIZEOF_INT128__
+	__extension__ typedef unsigned __int128 u128;
+	return (uint64_t)(((u128)rng_next(r) * n) >> 64);
+#else
+	return rng_next(r) % n;
+#endif
+}
+
+/* Uniform in [0, 1). */
+static inline double rng_unit(struct rng *r)
+{
+	return (double)(rng_next(r) >> 11) * 0x1.0p-53;
+}
+
+/* ---- x^-s without libm (the program links with libc and pthreads only) ---- */
+
+static double bits_to_double(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, sizeof d);
+	return d;
+}
+
+/* Natural logarithm of a normal x > 0: x = m 2^e, m in [sqrt(1/2), sqrt(2)), atanh series. */
+static double ln(double x)
+{
+	uint64_t u;
+	memcpy(&u, &x, sizeof u);
+	int e = (int)((u >> 52) & 0x7ff) - 1023;
+	double m = bits_to_double((u & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL);
+	if (m > 1.4142135623730951) {
+		m /= 2.0;
+		e++;
+	}
+	double z = (m - 1.0) / (m + 1.0), z2 = z * z, term = z, sum = 0.0;
+	for (int k = 1; k < 40; k += 2) {
+		sum += term / k;
+		term *= z2;
+	}
+	return 2.0 * sum + e * 0.6931471805599453;
+}
+
+/* e^y: y = k ln2 + r with |r| <= ln2 / 2, Taylor series for e^r, 2^k by the exponent bits. */
+static double expo(double y)
+{
+	if (y < -744.0)
+		return 0.0;
+	if (y > 709.0)
+		return bits_to_double(0x7ff0000000000000ULL);
+	double kf = y / 0.6931471805599453;
+	long k = (long)(kf < 0 ? kf - 0.5 : kf + 0.5);
+	double r = y - (double)k * 0.6931471805599453, term = 1.0, sum = 1.0;
+	for (int n = 1; n < 30; n++) {
+		term *= r / n;
+		sum += term;
+	}
+	/* Scale in two steps so that 2^k stays a normal double. */
+	while (k < -1000) {
+		sum *= bits_to_double((uint64_t)(1023 - 1000) << 52);
+		k += 1000;
+	}
+	while (k > 1000) {
+		sum *= bits_to_double((uint64_t)(1023 + 1000) << 52);
+		k -= 1000;
+	}
+	return sum * bits_to_double((uint64_t)(1023 + k) << 52);
+}
+
+/* x^-s for x >= 1. */
+static double pow_neg(double x, double s)
+{
+	return expo(-s * ln(x));
+}
+
+/* ---- per-phase tables built at start: random touch orders and Zipf CDFs ---- */
+
+static uint32_t **perms;
+static double **cdfs;
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die("out of memory (%zu bytes)", n);
+	return p;
+}
+
+static void build_tables(void)
+{
+	perms = calloc((size_t)NPHASES + 1, sizeof *perms);
+	cdfs = calloc((size_t)NPHASES + 1, sizeof *cdfs);
+	if (!perms || !cdfs)
+		die("out of memory");
+	for (int i = 0; i < NPHASES; i++) {
+		const struct phase *p = &PHASES[i];
+		if (p->kind != K_ACCESS)
+			continue;
+		if (p->pattern == P_PERM) {
+			uint32_t *perm = xmalloc(p->pages * sizeof *perm);
+			for (uint64_t k = 0; k < p->pages; k++)
+				perm[k] = (uint32_t)k;
+			struct rng r = {p->perm_seed};
+			for (uint64_t k = p->pages; k > 1; k--) {
+				uint64_t j = rng_below(&r, k);
+				uint32_t t = perm[k - 1];
+				perm[k - 1] = perm[j];
+				perm[j] = t;
+			}
+			perms[i] = perm;
+		} else if (p->pattern == P_ZIPF) {
+			/* P(rank <= k) for weights (k+1)^-s; the last entry exactly 1 (as phases.rs). */
+			double *cdf = xmalloc(p->pages * sizeof *cdf);
+			double sum = 0.0;
+			for (uint64_t k = 0; k < p->pages; k++) {
+				sum += pow_neg((double)(k + 1), p->zipf_s);
+				cdf[k] = sum;
+			}
+			for (uint64_t k = 0; k < p->pages; k++)
+				cdf[k] /= sum;
+			cdf[p->pages - 1] = 1.0;
+			cdfs[i] = cdf;
+		}
+	}
+}
+
+/* First rank whose cumulative probability exceeds u. */
+static inline uint64_t zipf_rank(const double *cdf, uint64_t n, double u)
+{
+	uint64_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if (cdf[mid] <= u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n ? lo : n - 1;
+}
+
+/* ---- system calls ---- */
+
+static int *fds;
+
+static void open_files(void)
+{
+	const char *dir = getenv("TIERLAB_FILE_DIR");
+	if (!dir || !*dir)
+		dir = "/tmp";
+	fds = xmalloc(((size_t)NFILES + 1) * sizeof *fds);
+	for (int i = 0; i < NREGIONS; i++) {
+		const struct region *r = &REGIONS[i];
+		if (r->file < 0)
+			continue;
+		char path[4096];
+		snprintf(path, sizeof path, "%s/tierlab-%d-%d.dat", dir, (int)getpid(), r->file);
+		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			die("open(%s): %s", path, strerror(errno));
+		if (ftruncate(fd, (off_t)(r->pages * PAGE)) != 0)
+			die("ftruncate(%s, %llu): %s", path, (unsigned long long)(r->pages * PAGE),
+			    strerror(errno));
+		/* The mappings (and fds[]) keep it; nothing is left behind in the directory. */
+		unlink(path);
+		fds[r->file] = fd;
+	}
+}
+
+static char *read_file(const char *path);
+
+/* "; in use: <the /proc/self/maps line>" of a mapping overlapping [addr, addr + len). */
+static void mapping_at(uint64_t addr, uint64_t len, char *out, size_t size)
+{
+	char *maps = read_file("/proc/self/maps");
+	for (char *l = maps; l && *l;) {
+		char *nl = strchr(l, '\n');
+		if (nl)
+			*nl = '\0';
+		unsigned long long lo, hi;
+		if (sscanf(l, "%llx-%llx", &lo, &hi) == 2 && lo < addr + len && hi > addr) {
+			snprintf(out, size, "; in use: %s", l);
+			break;
+		}
+		l = nl ? nl + 1 : NULL;
+	}
+	free(maps);
+}
+
+/* mmap exactly at `addr` without replacing anything (the simulator's mmap fails on overlap). */
+static void map_range(uint64_t addr, uint64_t len, int prot, int file, uint64_t pgoff)
+{
+	int flags = file < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED;
+	int fd = file < 0 ? -1 : fds[file];
+	off_t off = file < 0 ? 0 : (off_t)(pgoff * PAGE);
+	void *want = (void *)(uintptr_t)addr;
+	void *p = mmap(want, len, prot, flags | MAP_FIXED_NOREPLACE, fd, off);
+	if (p == want)
+		return;
+	if (p != MAP_FAILED) {
+		/* A kernel before 4.17 takes MAP_FIXED_NOREPLACE as a hint: the range is busy. */
+		munmap(p, len);
+		errno = EEXIST;
+	}
+	if (errno == EINVAL || errno == EOPNOTSUPP) {
+		/* A kernel refusing the flag: MAP_FIXED. */
+		p = mmap(want, len, prot, flags | MAP_FIXED, fd, off);
+		if (p == want)
+			return;
+	}
+	int e = errno;
+	char in_use[256] = "";
+	if (e == EEXIST)
+		mapping_at(addr, len, in_use, sizeof in_use);
+	die("mmap(0x%llx, %llu, prot %d, %s): %s%s", (unsigned long long)addr,
+	    (unsigned long long)len, prot, file < 0 ? "anon" : "file", strerror(e), in_use);
+}
+
+static atomic_int warned_numa, warned_node, warned_vmstat;
+/* 0 once move_pages(2) cannot report residency: mincore() instead. */
+static atomic_int numa_query = 1;
+
+/* move_pages(2) failing this way means no NUMA (or no right to it), not a bad request. */
+static int no_numa_errno(int e)
+{
+	return e == ENOSYS || e == EINVAL || e == EPERM;
+}
+
+/* move_pages(MPOL_MF_MOVE) of every page of the range to `node`. */
+static void move_range(uint64_t addr, uint64_t len, int node, const char *phase)
+{
+	void *pages[CHUNK];
+	int nodes[CHUNK], status[CHUNK];
+	uint64_t n = len / PAGE;
+	for (uint64_t done = 0; done < n;) {
+		unsigned long k = (unsigned long)(n - done < CHUNK ? n - done : CHUNK);
+		for (unsigned long j = 0; j < k; j++) {
+			pages[j] = (void *)(uintptr_t)(addr + (done + j) * PAGE);
+			nodes[j] = node;
+		}
+		long r = syscall(SYS_move_pages, 0, k, pages, nodes, status, MPOL_MF_MOVE);
+		if (r < 0) {
+			int e = errno;
+			if (no_numa_errno(e)) {
+				warn_once(&warned_numa, "move_pages: %s: no NUMA; phase %s moved nothing",
+					  strerror(e), phase);
+				return;
+			}
+			if (e == ENODEV) {
+				warn_once(&warned_node, "move_pages to node %d: %s; phase %s moved nothing",
+					  node, strerror(e), phase);
+				return;
+			}
+			die("move_pages(0x%llx, %lu pages, node %d) in phase %s: %s",
+			    (unsigned long long)(addr + done * PAGE), k, node, phase, strerror(e));
+		}
+		done += k;
+	}
+}
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
+			      .tv_nsec = (long)(t % 1000000000ULL)};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* ---- the phases ---- */
+
+static inline void spin(uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		__asm__ __volatile__("" ::: "memory");
+}
+
+/* One thread's accesses of an access phase; returns how many it made. */
+static uint64_t run_access(int i, const struct phase *p, struct rng *rng)
+{
+	uint64_t start = now_ns();
+	int timed = p->duration_ms >= 0.0;
+	uint64_t deadline = timed ? start + (uint64_t)(p->duration_ms * 1e6) : 0;
+	uint64_t batch = 0;
+	if (p->pace_ns)
+		batch = (MIN_SLEEP_NS + p->pace_ns - 1) / p->pace_ns;
+	const uint32_t *perm = perms[i];
+	const double *cdf = cdfs[i];
+	uint8_t sink = 0;
+	uint64_t k;
+	for (k = 0; timed || k < p->count; k++) {
+		if (batch && k % batch == 0) {
+			uint64_t slot = start + k * p->pace_ns;
+			if (timed && slot >= deadline)
+				break;
+			sleep_until(slot);
+			if (timed && now_ns() >= deadline)
+				break;
+		} else if (timed && !batch && (k & 1023) == 0 && now_ns() >= deadline) {
+			break;
+		}
+		if (p->has_gap && k > 0)
+			spin(p->gap);
+		uint64_t a;
+		switch (p->pattern) {
+		case P_SEQ:
+			a = p->addr + k * PAGE;
+			break;
+		case P_REV:
+			a = p->addr + (p->pages - 1 - k) * PAGE;
+			break;
+		case P_PERM:
+			a = p->addr + (uint64_t)perm[k] * PAGE;
+			break;
+		case P_STRIDE:
+			a = p->addr + k * p->stride;
+			break;
+		case P_UNIFORM: {
+			uint64_t page = rng_below(rng, p->pages);
+			a = p->addr + page * PAGE + rng_below(rng, PAGE / 8) * 8;
+			break;
+		}
+		default: { /* P_ZIPF */
+			uint64_t rank = zipf_rank(cdf, p->pages, rng_unit(rng));
+			uint64_t page = p->hot_last ? p->pages - 1 - rank : rank;
+			a = p->addr + page * PAGE + rng_below(rng, PAGE / 8) * 8;
+			break;
+		}
+		}
+		int store = p->writes == W_ALWAYS ||
+			    (p->writes == W_FRACTION && rng_unit(rng) < p->write_fraction);
+		volatile uint8_t *b = (volatile uint8_t *)(uintptr_t)a;
+		if (store)
+			*b = (uint8_t)k;
+		else
+			sink += *b;
+	}
+	__asm__ __volatile__("" : : "r"(sink));
+	return k;
+}
+
+/* What a participating thread does in phase `i`; returns its accesses. */
+static uint64_t run_phase(int t, int i, struct rng *rng)
+{
+	const struct phase *p = &PHASES[i];
+	uint64_t n = 0;
+	switch (p->kind) {
+	case K_ACCESS:
+		n = run_access(i, p, rng);
+		break;
+	case K_MMAP:
+		map_range(p->addr, p->len, p->prot, p->file, p->pgoff);
+		break;
+	case K_MUNMAP:
+		if (munmap((void *)(uintptr_t)p->addr, p->len) != 0)
+			die("munmap(0x%llx, %llu) in phase %s: %s", (unsigned long long)p->addr,
+			    (unsigned long long)p->len, p->name, strerror(errno));
+		break;
+	case K_MPROTECT:
+		if (mprotect((void *)(uintptr_t)p->addr, p->len, p->prot) != 0)
+			die("mprotect(0x%llx, %llu, %d) in phase %s: %s", (unsigned long long)p->addr,
+			    (unsigned long long)p->len, p->prot, p->name, strerror(errno));
+		break;
+	case K_MADVISE:
+		if (madvise((void *)(uintptr_t)p->addr, p->len, p->advice) != 0)
+			die("madvise(0x%llx, %llu, %d) in phase %s: %s", (unsigned long long)p->addr,
+			    (unsigned long long)p->len, p->advice, p->name, strerror(errno));
+		break;
+	case K_MOVE:
+		move_range(p->addr, p->len, p->node, p->name);
+		break;
+	case K_SLEEP: {
+		struct timespec ts = {.tv_sec = (time_t)(p->sleep_ns / 1000000000ULL),
+				      .tv_nsec = (long)(p->sleep_ns % 1000000000ULL)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR)
+			;
+		break;
+	}
+	default:
+		break;
+	}
+	if (t == p->lead && p->bind_node >= 0)
+		move_range(p->bind_addr, p->bind_len, p->bind_node, p->name);
+	return n;
+}
+
+static pthread_barrier_t barrier;
+/* Accesses per thread of the phase instance just ended; indexed by instance parity, so the
+ * serial thread reads one half while the others fill the other. */
+static uint64_t *accesses[2];
+/* When the current phase instance began (written by the serial thread of each barrier). */
+static uint64_t phase_begin;
+
+/* The barrier after phase instance `k` (phase `i`; -1: the start barrier). */
+static void end_phase(int t, int i, uint64_t k, uint64_t n)
+{
+	accesses[k & 1][t] = n;
+	int r = pthread_barrier_wait(&barrier);
+	if (r != 0 && r != PTHREAD_BARRIER_SERIAL_THREAD)
+		die("pthread_barrier_wait: %s", strerror(r));
+	if (r != PTHREAD_BARRIER_SERIAL_THREAD)
+		return;
+	uint64_t end = now_ns();
+	if (i >= 0) {
+		uint64_t total = 0;
+		for (int j = 0; j < NTHREADS; j++)
+			total += accesses[k & 1][j];
+		struct sb b = {0};
+		sb_printf(&b, "{\"phase\":%s,\"begin_ms\":%.3f,\"end_ms\":%.3f,\"accesses\":%llu}",
+			  PHASES[i].name, ms_since_start(phase_begin), ms_since_start(end),
+			  (unsigned long long)total);
+		emit(b.s);
+		free(b.s);
+	}
+	phase_begin = end;
+}
+
+static void *worker(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	if (PLACEMENT[t] >= 0) {
+		if (PLACEMENT[t] >= CPU_SETSIZE)
+			die("thread %d: CPU %d is beyond CPU_SETSIZE", t, PLACEMENT[t]);
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((size_t)PLACEMENT[t], &set);
+		if (sched_setaffinity(0, sizeof set, &set) != 0)
+			die("sched_setaffinity(thread %d, CPU %d): %s", t, PLACEMENT[t],
+			    strerror(errno));
+	}
+	struct rng rng = {mix(SEED, 0x74687264, (uint64_t)t)};
+	/* The simulator's barrier after thread 0's mmaps. */
+	end_phase(t, -1, 1, 0);
+	uint64_t k = 0;
+	for (uint64_t outer = 0; outer < LOOPS; outer++)
+		for (int s = 0; s < NSTEPS; s++)
+			for (uint64_t rep = 0; rep < STEPS[s].times; rep++)
+				for (int m = 0; m < STEPS[s].nmembers; m++, k++) {
+					int i = STEPS[s].members[m];
+					uint64_t n = 0;
+					if (PHASES[i].participants[t])
+						n = run_phase(t, i, &rng);
+					end_phase(t, i, k, n);
+				}
+	return NULL;
+}
+
+/* ---- the sampler ---- */
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	struct sb b = {0};
+	char buf[8192];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		sb_printf(&b, "%.*s", (int)n, buf);
+	fclose(f);
+	if (!b.s)
+		sb_printf(&b, "%s", "");
+	return b.s;
+}
+
+/* Per-page residency of [addr, addr + pages): status[j] = node, or < 0 if not present. */
+static void residency(uint64_t addr, uint64_t pages, int *status)
+{
+	static void *ptrs[CHUNK];
+	static unsigned char vec[CHUNK];
+	for (uint64_t done = 0; done < pages;) {
+		unsigned long k = (unsigned long)(pages - done < CHUNK ? pages - done : CHUNK);
+		uint64_t a = addr + done * PAGE;
+		if (atomic_load(&numa_query)) {
+			for (unsigned long j = 0; j < k; j++)
+				ptrs[j] = (void *)(uintptr_t)(a + j * PAGE);
+			long r = syscall(SYS_move_pages, 0, k, ptrs, NULL, status + done, 0);
+			if (r >= 0) {
+				done += k;
+				continue;
+			}
+			int e = errno;
+			if (!no_numa_errno(e))
+				die("move_pages(0x%llx, %lu pages, query): %s", (unsigned long long)a, k,
+				    strerror(e));
+			atomic_store(&numa_query, 0);
+			warn_once(&warned_numa,
+				  "move_pages: %s: no NUMA; residency from mincore(), all on node 0",
+				  strerror(e));
+		}
+		if (mincore((void *)(uintptr_t)a, k * PAGE, vec) == 0) {
+			for (unsigned long j = 0; j < k; j++)
+				status[done + j] = (vec[j] & 1) ? 0 : -ENOENT;
+		} else {
+			/* Part of the range is unmapped: page by page. */
+			for (unsigned long j = 0; j < k; j++) {
+				unsigned char v = 0;
+				int ok = mincore((void *)(uintptr_t)(a + j * PAGE), PAGE, &v) == 0;
+				status[done + j] = ok && (v & 1) ? 0 : -ENOENT;
+			}
+		}
+		done += k;
+	}
+}
+
+static int **region_status;
+
+static void count_nodes(const int *status, uint64_t pages, uint64_t *counts, int *width)
+{
+	for (int n = 0; n < MAXNODES; n++)
+		counts[n] = 0;
+	for (uint64_t j = 0; j < pages; j++) {
+		int s = status[j];
+		if (s >= 0 && s < MAXNODES) {
+			counts[s]++;
+			if (s + 1 > *width)
+				*width = s + 1;
+		}
+	}
+}
+
+static void sb_counts(struct sb *b, const uint64_t *counts, int width)
+{
+	sb_printf(b, "[");
+	for (int n = 0; n < width; n++)
+		sb_printf(b, "%s%llu", n ? "," : "", (unsigned long long)counts[n]);
+	sb_printf(b, "]");
+}
+
+/* One sample line; returns how long it took (ns). */
+static uint64_t sample(void)
+{
+	uint64_t t = now_ns();
+	struct sb b = {0};
+	sb_printf(&b, "{\"t_ms\":%.3f,\"regions\":{", ms_since_start(t));
+	int width = NNODES < MAXNODES ? NNODES : MAXNODES;
+	if (width < 1)
+		width = 1;
+	for (int i = 0; i < NREGIONS; i++)
+		residency(REGIONS[i].start, REGIONS[i].pages, region_status[i]);
+	/* Nodes beyond NNODES still show (the kernel's machine may have more). */
+	uint64_t counts[MAXNODES];
+	for (int i = 0; i < NREGIONS; i++)
+		count_nodes(region_status[i], REGIONS[i].pages, counts, &width);
+	for (int i = 0; i < NREGIONS; i++) {
+		count_nodes(region_status[i], REGIONS[i].pages, counts, &width);
+		sb_printf(&b, "%s%s:", i ? "," : "", REGIONS[i].name);
+		sb_counts(&b, counts, width);
+	}
+	for (int w = 0; w < NWATCHES; w++) {
+		const struct watch *x = &WATCHES[w];
+		count_nodes(region_status[x->region] + x->offset, x->pages, counts, &width);
+		sb_printf(&b, "%s%s:", NREGIONS + w ? "," : "", x->name);
+		sb_counts(&b, counts, width);
+	}
+	sb_printf(&b, "},\"vmstat\":{");
+	char *vm = NCOUNTERS ? read_file("/proc/vmstat") : NULL;
+	if (NCOUNTERS && !vm)
+		warn_once(&warned_vmstat, "/proc/vmstat: %s; counters reported as null",
+			  strerror(errno));
+	for (int c = 0; c < NCOUNTERS; c++) {
+		size_t len = strlen(COUNTERS[c]);
+		const char *v = NULL;
+		for (const char *l = vm; l && *l;) {
+			if (strncmp(l, COUNTERS[c], len) == 0 && l[len] == ' ') {
+				v = l + len + 1;
+				break;
+			}
+			l = strchr(l, '\n');
+			l = l ? l + 1 : NULL;
+		}
+		sb_printf(&b, "%s\"", c ? "," : "");
+		sb_json_str(&b, COUNTERS[c]);
+		if (v)
+			sb_printf(&b, "\":%llu", strtoull(v, NULL, 10));
+		else
+			sb_printf(&b, "\":null");
+	}
+	free(vm);
+	sb_printf(&b, "},\"tlb\":[");
+	char *irq = read_file("/proc/interrupts");
+	for (char *l = irq; l && *l;) {
+		char *p = l;
+		while (*p == ' ')
+			p++;
+		if (strncmp(p, "TLB:", 4) == 0) {
+			p += 4;
+			for (int n = 0;; n++) {
+				char *e;
+				unsigned long long v = strtoull(p, &e, 10);
+				if (e == p || (*e != ' ' && *e != '\n' && *e != '\0'))
+					break;
+				sb_printf(&b, "%s%llu", n ? "," : "", v);
+				p = e;
+			}
+			break;
+		}
+		l = strchr(l, '\n');
+		l = l ? l + 1 : NULL;
+	}
+	free(irq);
+	uint64_t span = now_ns() - t;
+	sb_printf(&b, "],\"span_ms\":%.3f}", (double)span / 1e6);
+	emit(b.s);
+	free(b.s);
+	return span;
+}
+
+static pthread_mutex_t sampler_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sampler_cond;
+static int sampler_stop;
+
+static void *sampler(void *arg)
+{
+	(void)arg;
+	/* Off the pinned workload CPUs if any CPU is left; best effort. */
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+		for (int t = 0; t < NTHREADS; t++)
+			if (PLACEMENT[t] >= 0 && PLACEMENT[t] < CPU_SETSIZE)
+				CPU_CLR((size_t)PLACEMENT[t], &set);
+		if (CPU_COUNT(&set) > 0)
+			sched_setaffinity(0, sizeof set, &set);
+	}
+	uint64_t interval = (uint64_t)(SAMPLE_MS * 1e6);
+	if (interval == 0)
+		interval = 1;
+	uint64_t next = now_ns();
+	pthread_mutex_lock(&sampler_lock);
+	while (!sampler_stop) {
+		pthread_mutex_unlock(&sampler_lock);
+		uint64_t span = sample();
+		next += interval;
+		/* A slow sample (move_pages costs ~0.1-0.4 us per page): skip the missed slots and
+		 * idle at least as long as it took, so the sampler takes at most half a CPU. */
+		uint64_t now = now_ns();
+		if (next < now + span)
+			next = now + span;
+		struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ULL),
+				      .tv_nsec = (long)(next % 1000000000ULL)};
+		pthread_mutex_lock(&sampler_lock);
+		while (!sampler_stop && pthread_cond_timedwait(&sampler_cond, &sampler_lock, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&sampler_lock);
+	return NULL;
+}
+
+/*
+ * Run with ADDR_NO_RANDOMIZE (re-executing once): static glibc sets up its TLS with sbrk()
+ * before main, and recent x86-64 kernels start the brk heap anywhere in the GiB above the
+ * program, which is where the simulator lays regions out (from 0x10000000). Without
+ * randomisation the heap starts right after the program. Best effort: on failure, go on.
+ */
+static void no_aslr(char **argv)
+{
+	int pers = personality(0xffffffff);
+	if (pers == -1 || (pers & ADDR_NO_RANDOMIZE))
+		return;
+	if (personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
+		return;
+	execv("/proc/self/exe", argv);
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	no_aslr(argv);
+	t0_ns = now_ns();
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+	const char *how = getenv("TIERLAB_RESIDENCY");
+	if (how && strcmp(how, "mincore") == 0) {
+		atomic_store(&numa_query, 0);
+		warn_once(&warned_numa, "TIERLAB_RESIDENCY=mincore: residency from mincore(), all on node 0");
+	}
+
+	build_tables();
+	open_files();
+	for (int i = 0; i < NREGIONS; i++)
+		map_range(REGIONS[i].start, REGIONS[i].pages * PAGE, REGIONS[i].prot, REGIONS[i].file,
+			  0);
+	region_status = xmalloc(((size_t)NREGIONS + 1) * sizeof *region_status);
+	for (int i = 0; i < NREGIONS; i++)
+		region_status[i] = xmalloc(REGIONS[i].pages * sizeof(int));
+	for (int k = 0; k < 2; k++) {
+		accesses[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
+		if (!accesses[k])
+			die("out of memory");
+	}
+
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sampler_cond, &ca);
+	int e = pthread_barrier_init(&barrier, NULL, (unsigned)NTHREADS);
+	if (e)
+		die("pthread_barrier_init: %s", strerror(e));
+	pthread_t sampler_thread;
+	e = pthread_create(&sampler_thread, NULL, sampler, NULL);
+	if (e)
+		die("pthread_create(sampler): %s", strerror(e));
+	pthread_t *threads = xmalloc((size_t)NTHREADS * sizeof *threads);
+	for (int t = 0; t < NTHREADS; t++) {
+		e = pthread_create(&threads[t], NULL, worker, (void *)(intptr_t)t);
+		if (e)
+			die("pthread_create(thread %d): %s", t, strerror(e));
+	}
+	for (int t = 0; t < NTHREADS; t++)
+		pthread_join(threads[t], NULL);
+
+	pthread_mutex_lock(&sampler_lock);
+	sampler_stop = 1;
+	pthread_cond_signal(&sampler_cond);
+	pthread_mutex_unlock(&sampler_lock);
+	pthread_join(sampler_thread, NULL);
+	sample(); /* the state at the end */
+
+	char line[128];
+	snprintf(line, sizeof line, "{\"done\":true,\"t_ms\":%.3f}", ms_since_start(now_ns()));
+	emit(line);
+	for (int f = 0; f < NFILES; f++)
+		close(fds[f]);
+	return 0;
+}

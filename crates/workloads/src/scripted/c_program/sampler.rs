@@ -1,0 +1,46 @@
+//! What the sampler reports: the watched sub-ranges, the vmstat counters, the node count and
+//! the interval. (The regions themselves are in `REGIONS`.)
+
+use std::fmt::Write;
+
+use super::super::Resolved;
+use super::{c_str, json_c_str, pages, table, CProgramOptions};
+
+/// `WATCHES`, `COUNTERS`, `NNODES` and `SAMPLE_MS`.
+pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
+    // `region_specs` lists the regions, then the watched sub-ranges in `cfg.watch` order.
+    let watched = &r.region_specs[r.regions.len()..];
+    let rows: Vec<String> = watched
+        .iter()
+        .zip(&r.cfg.watch)
+        .map(|(spec, w)| {
+            let (i, region) = r
+                .regions
+                .iter()
+                .enumerate()
+                .find(|(_, g)| g.name == w.region)
+                .expect("regions::specs checked the watched region");
+            format!(
+                "\t{{.name = {}, .region = {i}, .offset = {}ULL, .pages = {}ULL}},",
+                json_c_str(&spec.name),
+                pages(spec.start - region.start),
+                pages(spec.len)
+            )
+        })
+        .collect();
+    table(out, "const struct watch WATCHES[]", &rows);
+    let _ = writeln!(out, "const int NWATCHES = {};", rows.len());
+    let counters: Vec<String> = opts
+        .counters
+        .iter()
+        .map(|c| format!("\t{},", c_str(c)))
+        .collect();
+    table(out, "const char *const COUNTERS[]", &counters);
+    let _ = writeln!(out, "const int NCOUNTERS = {};", counters.len());
+    let _ = writeln!(out, "const int NNODES = {};", opts.nodes);
+    let _ = writeln!(
+        out,
+        "const double SAMPLE_MS = {:?};\n",
+        opts.sample_interval_ms
+    );
+}

@@ -1,0 +1,534 @@
+//! The C program of a scripted workload (`scripted::c_program`): generated, compiled with the
+//! host's `cc -O2 -static -pthread` and, for a tiny scenario, run natively. Tests that need a
+//! compiler say why and return when `cc` is missing or cannot link statically.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tierlab::Config;
+use workloads::scripted::c_program::{generate, CProgramOptions};
+
+/// A directory of its own under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("tierlab-cprog-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn cc(args: &[&str], src: &Path, exe: &Path) -> std::io::Result<Output> {
+    Command::new("cc")
+        .args(["-O2", "-static", "-pthread"])
+        .args(args)
+        .arg("-o")
+        .arg(exe)
+        .arg(src)
+        .output()
+}
+
+/// None (with the reason printed) when the host cannot build static pthread programs.
+fn toolchain(dir: &Path) -> Option<()> {
+    let src = dir.join("probe.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\nstatic void *f(void *a) { return a; }\nint main(void) { pthread_t t; pthread_create(&t, 0, f, 0); return pthread_join(t, 0); }\n",
+    )
+    .unwrap();
+    match cc(&[], &src, &dir.join("probe")) {
+        Err(e) => {
+            eprintln!("skipped: cannot run cc: {e}");
+            None
+        }
+        Ok(o) if !o.status.success() => {
+            eprintln!(
+                "skipped: cc -static -pthread cannot link a program: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            None
+        }
+        Ok(_) => Some(()),
+    }
+}
+
+/// Compile `c` as strict C11 (warnings are errors); panics with the compiler's output if it fails.
+fn compile(dir: &Path, name: &str, c: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, c).unwrap();
+    let exe = dir.join(name);
+    let o = cc(
+        &["-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror"],
+        &src,
+        &exe,
+    )
+    .unwrap();
+    assert!(
+        o.status.success(),
+        "{name}.c does not compile:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    exe
+}
+
+/// Run `exe` with `env`; (exit code, every stdout line as JSON).
+fn run(exe: &Path, dir: &Path, env: &[(&str, &str)]) -> (i32, Vec<Value>) {
+    let o = Command::new(exe)
+        .env("TIERLAB_FILE_DIR", dir)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(o.stdout).expect("UTF-8 output");
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (o.status.code().unwrap_or(-1), lines)
+}
+
+fn workload(src: &str) -> toml::Table {
+    let doc: toml::Table = toml::from_str(src).expect("test TOML parses");
+    doc["workload"].as_table().unwrap().clone()
+}
+
+fn opts(nodes: u32, cpus: u32) -> CProgramOptions {
+    CProgramOptions {
+        sample_interval_ms: 5.0,
+        counters: vec![
+            "pgfault".into(),
+            "numa_hit".into(),
+            "no_such_counter".into(),
+        ],
+        nodes,
+        cpus,
+    }
+}
+
+/// Two threads, pinned to CPUs 0 and 1 when the host has two, else both on CPU 0.
+fn tiny() -> String {
+    let two = std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    let placement = if two { "\"pinned\"" } else { "[0, 0]" };
+    format!(
+        r#"
+[workload]
+type = "scripted"
+name = "tiny"
+threads = 2
+placement = {placement}
+
+[[workload.regions]]
+name = "buf"
+size_mib = 4
+
+[[workload.regions]]
+name = "file"
+kind = "file"
+size_kib = 256
+
+[[workload.watch]]
+name = "buf tail"
+region = "buf"
+offset_pages = 768
+
+[[workload.phases]]
+name = "fill"
+kind = "touch"
+region = "buf"
+write = true
+
+[[workload.phases]]
+name = "settle"
+kind = "sleep"
+ms = 60
+
+[[workload.phases]]
+name = "hot"
+kind = "random"
+region = "buf"
+distribution = "zipf"
+zipf_s = 0.99
+duration_ms = 40
+rate_per_s = 100000
+
+[[workload.phases]]
+name = "uniform"
+kind = "random"
+region = "buf"
+offset_pages = 256
+pages = 512
+count = 2000
+rate_per_s = 100000
+write_fraction = 0.5
+
+[[workload.phases]]
+name = "scan"
+kind = "stride"
+region = "buf"
+stride_bytes = 8192
+gap_cycles = 100
+
+[[workload.phases]]
+name = "cold"
+kind = "madvise"
+region = "buf"
+advice = "cold"
+
+[[workload.phases]]
+name = "ro"
+kind = "mprotect"
+region = "buf"
+prot = "r"
+
+[[workload.phases]]
+name = "rw"
+kind = "mprotect"
+region = "buf"
+prot = "rw"
+
+[[workload.phases]]
+name = "unmap"
+kind = "munmap"
+region = "buf"
+offset_pages = 512
+pages = 256
+
+[[workload.phases]]
+name = "remap"
+kind = "mmap"
+region = "buf"
+offset_pages = 512
+pages = 256
+
+[[workload.phases]]
+name = "refill"
+kind = "touch"
+region = "buf"
+offset_pages = 512
+pages = 256
+order = "random"
+write = true
+
+[[workload.phases]]
+name = "read file"
+kind = "touch"
+region = "file"
+order = "reverse"
+
+[[workload.phases]]
+name = "pause"
+kind = "sleep"
+ms = 10
+threads = [1]
+
+[[workload.phases]]
+name = "sync"
+kind = "barrier"
+
+[[workload.loop]]
+times = 3
+phases = ["scan", "cold"]
+"#
+    )
+}
+
+fn num(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v}"))
+}
+
+fn resident(sample: &Value, region: &str) -> u64 {
+    sample["regions"][region]
+        .as_array()
+        .unwrap_or_else(|| panic!("regions.{region} in {sample}"))
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum()
+}
+
+/// The phase lines, the samples, and the checks every run must pass (all lines parse, `done`
+/// is last, phases are contiguous).
+fn split(lines: &[Value]) -> (Vec<&Value>, Vec<&Value>) {
+    let last = lines.last().expect("some output");
+    assert_eq!(last["done"], Value::Bool(true), "last line: {last}");
+    let phases: Vec<&Value> = lines.iter().filter(|l| l.get("phase").is_some()).collect();
+    let samples: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("t_ms").is_some() && l.get("done").is_none())
+        .collect();
+    for w in phases.windows(2) {
+        assert_eq!(
+            num(w[0], "end_ms"),
+            num(w[1], "begin_ms"),
+            "{} then {}",
+            w[0],
+            w[1]
+        );
+    }
+    for p in &phases {
+        assert!(num(p, "begin_ms") <= num(p, "end_ms"), "{p}");
+    }
+    (phases, samples)
+}
+
+#[test]
+fn tiny_scenario_runs_natively() {
+    let dir = TempDir::new("tiny");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c =
+        generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        c,
+        generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap(),
+        "deterministic"
+    );
+    let exe = compile(&dir.0, "tiny", &c);
+    let t = std::time::Instant::now();
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert!(t.elapsed().as_secs() < 10, "took {:?}", t.elapsed());
+    assert_eq!(code, 0, "{lines:?}");
+    let (phases, samples) = split(&lines);
+
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "fill",
+            "settle",
+            "hot",
+            "uniform",
+            "scan",
+            "cold",
+            "scan",
+            "cold",
+            "scan",
+            "cold",
+            "ro",
+            "rw",
+            "unmap",
+            "remap",
+            "refill",
+            "read file",
+            "pause",
+            "sync"
+        ]
+    );
+    let phase = |n: &str| *phases.iter().find(|p| p["phase"] == n).unwrap();
+    let acc = |n: &str| phase(n)["accesses"].as_u64().unwrap();
+    assert_eq!(acc("fill"), 1024);
+    assert_eq!(acc("uniform"), 2 * 2000);
+    assert_eq!(acc("scan"), 2 * 512);
+    assert_eq!(acc("refill"), 256);
+    assert_eq!(acc("read file"), 64);
+    assert_eq!(acc("cold"), 0);
+    // 40 ms at 100 000/s on two threads: at most 8000 slots, stopped by the clock.
+    let hot = phase("hot");
+    assert!((1000..=8000).contains(&acc("hot")), "{hot}");
+    let took = num(hot, "end_ms") - num(hot, "begin_ms");
+    assert!((39.0..500.0).contains(&took), "{hot}");
+    // 2000 paced slots at 10 µs: at least the last slot's 19.95 ms.
+    let uniform = phase("uniform");
+    assert!(
+        num(uniform, "end_ms") - num(uniform, "begin_ms") >= 19.9,
+        "{uniform}"
+    );
+    let settle = phase("settle");
+    assert!(
+        num(settle, "end_ms") - num(settle, "begin_ms") >= 60.0,
+        "{settle}"
+    );
+
+    assert!(samples.len() >= 5, "{} samples", samples.len());
+    for s in &samples {
+        assert_eq!(s["regions"].as_object().unwrap().len(), 3, "{s}");
+        assert_eq!(s["vmstat"]["no_such_counter"], Value::Null, "{s}");
+        assert!(s["vmstat"]["pgfault"].is_u64(), "{s}");
+        assert!(s["tlb"].is_array(), "{s}");
+        assert!(s["regions"]["buf"].as_array().unwrap().len() >= 2, "{s}");
+    }
+    // While "settle" sleeps, everything "fill" touched is resident.
+    let (from, to) = (num(phase("fill"), "end_ms"), num(settle, "end_ms") - 1.0);
+    let during: Vec<&&Value> = samples
+        .iter()
+        .filter(|s| (from..to).contains(&num(s, "t_ms")))
+        .collect();
+    assert!(!during.is_empty(), "no sample during settle ({from}..{to})");
+    for s in during {
+        assert_eq!(resident(s, "buf"), 1024, "{s}");
+        assert_eq!(resident(s, "buf tail"), 256, "{s}");
+    }
+    // The last sample (after every phase): buf refilled, the file read.
+    let end = samples.last().unwrap();
+    assert!(num(end, "t_ms") >= num(phases.last().unwrap(), "end_ms"));
+    assert_eq!(resident(end, "buf"), 1024, "{end}");
+    assert!(lines.iter().all(|l| l.get("error").is_none()));
+}
+
+#[test]
+fn residency_without_move_pages_comes_from_mincore() {
+    let dir = TempDir::new("mincore");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let src = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+size_mib = 2
+[[workload.phases]]
+name = "fill"
+kind = "touch"
+region = "buf"
+write = true
+[[workload.phases]]
+name = "move"
+kind = "move_pages"
+region = "buf"
+node = 0
+[[workload.phases]]
+name = "wait"
+kind = "sleep"
+ms = 30
+[[workload.phases]]
+name = "drop"
+kind = "madvise"
+region = "buf"
+advice = "dontneed"
+"#;
+    let c = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap();
+    let exe = compile(&dir.0, "mincore", &c);
+    let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_RESIDENCY", "mincore")]);
+    assert_eq!(code, 0, "{lines:?}");
+    let (phases, samples) = split(&lines);
+    let warnings: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l.get("warning").is_some())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let (from, to) = (num(phases[1], "end_ms"), num(phases[2], "end_ms") - 1.0);
+    let during: Vec<&&Value> = samples
+        .iter()
+        .filter(|s| (from..to).contains(&num(s, "t_ms")))
+        .collect();
+    assert!(!during.is_empty());
+    for s in during {
+        assert_eq!(s["regions"]["buf"], serde_json::json!([512]), "{s}");
+    }
+    // After MADV_DONTNEED nothing is resident.
+    assert_eq!(
+        samples.last().unwrap()["regions"]["buf"],
+        serde_json::json!([0])
+    );
+}
+
+#[test]
+fn failures_print_an_error_and_exit_1() {
+    let dir = TempDir::new("errors");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let base = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+pages = 16
+"#;
+    // A store to a read-only region: SIGSEGV.
+    let segv = format!(
+        "{base}[[workload.phases]]\nkind = \"mprotect\"\nregion = \"buf\"\nprot = \"r\"\n\
+         [[workload.phases]]\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n"
+    );
+    // mmap over the mapped region: EEXIST.
+    let eexist = format!("{base}[[workload.phases]]\nkind = \"mmap\"\nregion = \"buf\"\n");
+    for (name, src, want) in [
+        ("segv", segv, "SIGSEGV at 0x10000000"),
+        ("eexist", eexist, "in use"),
+    ] {
+        let c = generate(&workload(&src), "t.toml", 1, &opts(1, 1)).unwrap();
+        let exe = compile(&dir.0, name, &c);
+        let (code, lines) = run(&exe, &dir.0, &[]);
+        assert_eq!(code, 1, "{name}: {lines:?}");
+        let last = lines.last().unwrap();
+        let msg = last["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {last}"));
+        assert!(
+            msg.contains(want) || msg.contains("File exists"),
+            "{name}: {msg}"
+        );
+    }
+}
+
+#[test]
+fn bad_tables_fail_as_build_does() {
+    let src = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+pages = 16
+[[workload.phases]]
+kind = "touch"
+region = "nope"
+"#;
+    let e = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap_err();
+    assert!(
+        e.to_string().contains("key `workload.phases[0].region`"),
+        "{e}"
+    );
+    let mut o = opts(1, 1);
+    o.sample_interval_ms = 0.0;
+    assert!(generate(&workload(&src.replace("nope", "buf")), "t.toml", 1, &o).is_err());
+}
+
+/// Every shipped scripted scenario gives C that compiles (none is run: they are big).
+#[test]
+fn shipped_scripted_scenarios_compile() {
+    let dir = TempDir::new("shipped");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let scenarios = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut compiled = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&scenarios)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    for path in files {
+        let cfg = Config::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+        if cfg.workload.get("type").and_then(|v| v.as_str()) != Some("scripted") {
+            continue;
+        }
+        let origin = path.display().to_string();
+        let o = CProgramOptions {
+            sample_interval_ms: cfg.sim.timeline_interval_ms,
+            counters: vec!["pgmigrate_success".into(), "numa_hint_faults".into()],
+            nodes: cfg.machine.nodes.len() as u32,
+            cpus: cfg.machine.cpus,
+        };
+        let c = generate(&cfg.workload, &origin, cfg.scenario.seed, &o)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        compile(&dir.0, &name, &c);
+        compiled.push(name);
+    }
+    for want in ["hot_set", "sporadic", "swap_bench", "swap_young"] {
+        assert!(compiled.iter().any(|c| c == want), "{want}: {compiled:?}");
+    }
+}
