@@ -1798,4 +1798,43 @@ int main(int argc, char **argv) {
             eprintln!("skipped guest_smoke_kvm: {why}");
         }
     }
+    /// Boot a scenario's whole machine (`$TIERLAB_GUEST_SCENARIO`, default
+    /// scenarios/cxl-1to4.toml: 16 CPUs, 2 + 8 GiB) with the probe, under TCG or, with
+    /// `TIERLAB_GUEST_ACCEL=kvm`, KVM, and print the timings and tiers. For measuring:
+    /// `cargo test -p tierlab-cli guest_boot_scenario -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn guest_boot_scenario() {
+        let path = std::env::var("TIERLAB_GUEST_SCENARIO").unwrap_or_else(|_| {
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/cxl-1to4.toml").to_string()
+        });
+        let accel = match std::env::var("TIERLAB_GUEST_ACCEL").as_deref() {
+            Ok("kvm") => Accel::Kvm,
+            _ => Accel::Tcg,
+        };
+        let cfg = Config::load(Path::new(&path), &[]).expect("scenario");
+        let machine = GuestMachine::from_config(&cfg, accel).unwrap();
+        let dir =
+            std::env::temp_dir().join(format!("tierlab-probe-{}-scenario", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let _scratch = Scratch(dir.clone());
+        let probe = build_probe(&dir).unwrap();
+        let mut run = GuestRun::new(&probe);
+        run.timeout = Duration::from_secs(900);
+        let mut log = |m: &str| eprintln!("[guest] {m}");
+        let out = super::run(&machine, &run, &mut log).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!(
+            "[guest] {path}: {accel:?}, {} CPUs, {} MiB: /init at {:.2} s guest / {:.2} s wall, \
+             total {:.2} s wall; tiers {:?}, expected {:?}; MemTotal {:?} KiB",
+            machine.cpus,
+            machine.total_mib(),
+            out.boot_seconds,
+            out.init_wall_seconds,
+            out.wall_seconds,
+            out.tiers(),
+            machine.expected_tiers(),
+            out.nodes.iter().map(|n| n.memtotal_kib).collect::<Vec<_>>()
+        );
+        assert_eq!(out.stdout_lines.last().map(String::as_str), Some("nodes=2"));
+    }
 }
