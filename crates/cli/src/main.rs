@@ -3,6 +3,7 @@
 mod compare;
 mod knobs;
 mod reproduce;
+mod validate;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
