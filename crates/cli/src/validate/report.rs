@@ -118,6 +118,9 @@ pub struct Comparison {
     pub counters: Vec<CounterRow>,
 }
 
+/// A DRAM-share series: (t_ms, percent).
+type Series = Vec<(f64, f64)>;
+
 /// Percent of a region's resident pages on the top-tier nodes.
 fn dram_share(pages: &[u64], toptier: &[bool]) -> f64 {
     let all: u64 = pages.iter().sum();
@@ -140,7 +143,10 @@ fn half_time(series: &[(f64, f64)]) -> Option<f64> {
     if last <= 0.0 {
         return None;
     }
-    series.iter().find(|(_, s)| *s >= last / 2.0).map(|(t, _)| *t)
+    series
+        .iter()
+        .find(|(_, s)| *s >= last / 2.0)
+        .map(|(t, _)| *t)
 }
 
 /// Compare the real samples with the simulated run, sample by sample (nearest simulated
@@ -157,7 +163,7 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
         .map(|s| s.regions.iter().map(|r| r.0.clone()).collect())
         .unwrap_or_default();
     let mut intervals = Vec::new();
-    let mut series: Vec<(Vec<(f64, f64)>, Vec<(f64, f64)>)> = vec![Default::default(); names.len()];
+    let mut series: Vec<(Series, Series)> = vec![Default::default(); names.len()];
     for s in real {
         let Some(p) = nearest(s.t_ms) else { continue };
         let mut row = IntervalRow {
@@ -223,8 +229,7 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
 fn counter_row(name: &str, real: u64, sim: u64) -> CounterRow {
     let ratio = (real > 0).then(|| sim as f64 / real as f64);
     let small = real < SMALL && sim < SMALL;
-    let ok = small
-        || ratio.is_some_and(|r| (1.0 / COUNTER_FACTOR..=COUNTER_FACTOR).contains(&r));
+    let ok = small || ratio.is_some_and(|r| (1.0 / COUNTER_FACTOR..=COUNTER_FACTOR).contains(&r));
     CounterRow {
         name: name.to_string(),
         real,
@@ -313,8 +318,14 @@ mod tests {
 
     #[test]
     fn half_time_is_the_first_sample_at_half_the_final_share() {
-        assert_eq!(half_time(&[(0.0, 0.0), (10.0, 30.0), (20.0, 80.0)]), Some(20.0));
-        assert_eq!(half_time(&[(0.0, 0.0), (10.0, 50.0), (20.0, 80.0)]), Some(10.0));
+        assert_eq!(
+            half_time(&[(0.0, 0.0), (10.0, 30.0), (20.0, 80.0)]),
+            Some(20.0)
+        );
+        assert_eq!(
+            half_time(&[(0.0, 0.0), (10.0, 50.0), (20.0, 80.0)]),
+            Some(10.0)
+        );
         assert_eq!(half_time(&[(0.0, 0.0)]), None);
     }
 }

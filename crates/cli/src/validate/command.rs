@@ -1,0 +1,285 @@
+//! `tierlab validate SCENARIO`: the scripted workload as a static C program on Debian's 6.12
+//! kernel under QEMU (a machine mirroring the scenario's), the same scenario in tierlab on a
+//! machine that stands for the emulated one, and the two side by side.
+//!
+//! The stand-in machine: under TCG with `-icount shift=0` the guest executes one instruction
+//! per virtual nanosecond and QEMU emulates no memory latency, so tierlab runs the scenario
+//! with `machine.cpu_ghz = 1`, `mlp = 1` and every node's latency at 1 ns, keeping each node's
+//! abstract distance (`adistance`, from the scenario's real latencies and bandwidths, as the
+//! guest's HMAT gives its kernel) so both kernels build the same tiers. What is compared is
+//! the memory manager's dynamics against the workload's own clock (paced phases run at the
+//! same rate in both), not performance.
+
+use super::guest::{self, Accel, GuestMachine, GuestRun};
+use super::report;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tierlab::mm::memory_tiers::node_adistance;
+use tierlab::{Config, Simulation};
+use workloads::scripted::c_program::{generate, CProgramOptions};
+
+/// The counters compared, by their /proc/vmstat names.
+pub const COUNTERS: &[&str] = &[
+    "pgpromote_success",
+    "pgdemote_kswapd",
+    "numa_hint_faults",
+    "numa_pte_updates",
+    "pgmigrate_success",
+    "pgscan_kswapd",
+    "pgfault",
+];
+
+/// What `tierlab validate` was asked to do.
+pub struct ValidateArgs {
+    pub scenario: PathBuf,
+    pub sets: Vec<String>,
+    pub accel: Accel,
+    pub kernel: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+    pub timeout_s: Option<u64>,
+}
+
+/// The scenario's knobs as the guest's sysctl and sysfs writes. Knobs with no upstream
+/// equivalent (MIGRC, TPP) cannot be validated on a stock kernel.
+pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
+    let (k, vm) = (&cfg.kernel, &cfg.vm);
+    if k.migrc {
+        return Err("kernel.migrc is not upstream: a stock kernel cannot validate it".into());
+    }
+    if k.tiering_policy != "linux" {
+        return Err(format!(
+            "kernel.tiering_policy = \"{}\" is not upstream: a stock kernel runs \"linux\"",
+            k.tiering_policy
+        ));
+    }
+    let dbg = "/sys/kernel/debug/sched/numa_balancing";
+    let mut s: Vec<(String, String)> = vec![
+        // tierlab models the classic two-list LRU and no THP; the guest must match.
+        ("/sys/kernel/mm/lru_gen/enabled".into(), "n".into()),
+        (
+            "/sys/kernel/mm/transparent_hugepage/enabled".into(),
+            "never".into(),
+        ),
+        (
+            "/proc/sys/vm/watermark_scale_factor".into(),
+            vm.watermark_scale_factor.to_string(),
+        ),
+        ("/proc/sys/vm/swappiness".into(), vm.swappiness.to_string()),
+        (
+            "/proc/sys/vm/percpu_pagelist_high_fraction".into(),
+            vm.percpu_pagelist_high_fraction.to_string(),
+        ),
+        (
+            "/sys/kernel/mm/numa/demotion_enabled".into(),
+            vm.demotion_enabled.to_string(),
+        ),
+        (
+            "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps".into(),
+            k.numa_balancing_promote_rate_limit_mbps.to_string(),
+        ),
+        (
+            format!("{dbg}/scan_delay_ms"),
+            k.numa_balancing_scan_delay_ms.to_string(),
+        ),
+        (
+            format!("{dbg}/scan_period_min_ms"),
+            k.numa_balancing_scan_period_min_ms.to_string(),
+        ),
+        (
+            format!("{dbg}/scan_period_max_ms"),
+            k.numa_balancing_scan_period_max_ms.to_string(),
+        ),
+        (
+            format!("{dbg}/scan_size_mb"),
+            k.numa_balancing_scan_size_mb.to_string(),
+        ),
+        (
+            format!("{dbg}/hot_threshold_ms"),
+            k.numa_balancing_hot_threshold_ms.to_string(),
+        ),
+        // Last, so that the scanner starts with every other knob in place.
+        (
+            "/proc/sys/kernel/numa_balancing".into(),
+            k.numa_balancing.to_string(),
+        ),
+    ];
+    if vm.min_free_kbytes > 0 {
+        s.insert(
+            2,
+            (
+                "/proc/sys/vm/min_free_kbytes".into(),
+                vm.min_free_kbytes.to_string(),
+            ),
+        );
+    }
+    Ok(s)
+}
+
+/// `--set` assignments that turn the scenario's machine into the stand-in for the emulated one.
+pub fn stand_in_sets(cfg: &Config) -> Vec<String> {
+    let mut sets = vec![
+        "machine.cpu_ghz=1.0".to_string(),
+        "machine.mlp=1.0".to_string(),
+    ];
+    for n in 0..cfg.machine.nodes.len() {
+        sets.push(format!(
+            "machine.nodes.{n}.adistance={}",
+            node_adistance(cfg, n)
+        ));
+        sets.push(format!("machine.nodes.{n}.read_latency_ns=1.0"));
+        sets.push(format!("machine.nodes.{n}.write_latency_ns=1.0"));
+    }
+    sets
+}
+
+pub fn run(args: &ValidateArgs) -> Result<(), String> {
+    let origin = args.scenario.display().to_string();
+    let cfg = Config::load(&args.scenario, &args.sets).map_err(|e| e.to_string())?;
+    if cfg.workload.get("type").and_then(|v| v.as_str()) != Some("scripted") {
+        return Err(format!(
+            "{origin}: validate runs scripted workloads only (workload.type = \"scripted\")"
+        ));
+    }
+    let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
+
+    // The simulated side first: its length sizes the guest's timeout.
+    let mut stand_in = args.sets.clone();
+    stand_in.extend(stand_in_sets(&cfg));
+    let sim_cfg = Config::load(&args.scenario, &stand_in).map_err(|e| e.to_string())?;
+    eprintln!("tierlab: simulating {origin} on the stand-in machine");
+    let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
+    let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
+    let sim_result = sim
+        .run(&mut |_| {})
+        .map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+
+    // The real side: the program, compiled statically, on the guest.
+    let opts = CProgramOptions {
+        sample_interval_ms: cfg.sim.timeline_interval_ms,
+        counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
+        nodes: cfg.machine.nodes.len() as u32,
+        cpus: cfg.machine.cpus,
+    };
+    let source =
+        generate(&cfg.workload, &origin, cfg.scenario.seed, &opts).map_err(|e| e.to_string())?;
+    let dir = tempdir()?;
+    let program = compile(&source, &dir)?;
+    let machine = GuestMachine::from_config(&cfg, args.accel)?;
+    let mut run = GuestRun::new(&program);
+    run.sysctls = sysctls;
+    run.kernel = args.kernel.clone();
+    // TCG runs 3.5–7.5 s of wall time per guest second; boot takes a few guest seconds more.
+    let guess = 120.0 + 10.0 * (sim_result.sim_seconds + 5.0);
+    run.timeout = Duration::from_secs(args.timeout_s.unwrap_or(guess as u64));
+    eprintln!(
+        "tierlab: booting Linux under QEMU ({:?}); about {:.0} s of guest time, a few wall seconds each",
+        args.accel,
+        sim_result.sim_seconds + 3.0
+    );
+    let out = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
+    let expected: Vec<Option<u32>> = machine.expected_tiers().into_iter().map(Some).collect();
+    if out.tiers() != expected {
+        eprintln!(
+            "tierlab: warning: the guest built memory tiers {:?}, expected {:?}",
+            out.tiers(),
+            expected
+        );
+    }
+    let failed = out.failed_sysctls();
+    if !failed.is_empty() {
+        eprintln!("tierlab: warning: the guest refused {}", failed.join(", "));
+    }
+    let real = report::parse_samples(&out.stdout_lines)?;
+    let cmp = report::compare(&real, &sim_result, COUNTERS);
+    println!(
+        "{origin}: real Linux {} under QEMU beside tierlab ({} samples; boot {:.0} s, run {:.0} s wall)\n",
+        out.kernel_release,
+        real.len(),
+        out.init_wall_seconds,
+        out.wall_seconds - out.init_wall_seconds
+    );
+    print!("{}", cmp.text());
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "scenario": origin,
+            "kernel": out.kernel_release,
+            "real": real,
+            "simulated": sim_result.to_json(),
+            "comparison": cmp,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn tempdir() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("tierlab-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Compile the generated program statically with the host's C compiler.
+pub fn compile(source: &str, dir: &Path) -> Result<PathBuf, String> {
+    let c = dir.join("workload.c");
+    let bin = dir.join("workload");
+    std::fs::write(&c, source).map_err(|e| format!("{}: {e}", c.display()))?;
+    let out = std::process::Command::new("cc")
+        .args(["-O2", "-static", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&c)
+        .output()
+        .map_err(|e| format!("cannot run cc (install gcc and libc6-dev): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "cc failed on the generated program:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(bin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierlab::mm::memory_tiers::MemoryTiers;
+
+    fn scenario(sets: &[String]) -> Config {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate/hot_small.toml");
+        Config::load(&path, sets).unwrap()
+    }
+
+    #[test]
+    fn the_stand_in_machine_keeps_the_memory_tiers() {
+        let real = scenario(&[]);
+        let stand_in = scenario(&stand_in_sets(&real));
+        let (a, b) = (MemoryTiers::new(&real), MemoryTiers::new(&stand_in));
+        for n in 0..real.machine.nodes.len() {
+            assert_eq!(a.tier_id(n), b.tier_id(n), "node {n}");
+            assert_eq!(a.node_is_toptier(n), b.node_is_toptier(n), "node {n}");
+        }
+        assert_eq!(stand_in.machine.cpu_ghz, 1.0);
+        assert!(stand_in
+            .machine
+            .nodes
+            .iter()
+            .all(|n| n.read_latency_ns == 1.0));
+    }
+
+    #[test]
+    fn knobs_become_guest_writes_and_non_upstream_ones_are_refused() {
+        let s = guest_sysctls(&scenario(&[])).unwrap();
+        let get = |p: &str| s.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("2"));
+        assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("true"));
+        assert_eq!(get("/sys/kernel/mm/lru_gen/enabled"), Some("n"));
+        // numa_balancing is written last, once the scanner's knobs are in place.
+        assert_eq!(
+            s.last().map(|x| x.0.as_str()),
+            Some("/proc/sys/kernel/numa_balancing")
+        );
+        assert!(guest_sysctls(&scenario(&["kernel.migrc=on".into()])).is_err());
+        assert!(guest_sysctls(&scenario(&["kernel.tiering_policy=\"tpp\"".into()])).is_err());
+    }
+}
