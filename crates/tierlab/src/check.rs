@@ -298,7 +298,9 @@ impl Kernel {
             .pages
             .iter()
             .enumerate()
-            .filter(|(pfn, p)| *pfn as u32 != self.zero_pfn && p.has(pg::USED))
+            .filter(|(pfn, p)| {
+                *pfn as u32 != self.zero_pfn && p.has(pg::USED) && !p.has(pg::RESERVED)
+            })
             .filter_map(|(pfn, p)| {
                 let expected = u8::from(!p.has(pg::ISOLATED));
                 (seen[pfn] != expected).then(|| {

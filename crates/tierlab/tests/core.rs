@@ -576,3 +576,27 @@ fn reclaim_shoots_down_cpus_that_cache_the_unmapped_pages() {
     );
     assert!(sim.k.vm.get(Vm::NrTlbRemoteFlush) > 0);
 }
+
+#[test]
+fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
+    let plain = Sim::new(config(&machine(1, 64), &[]), one_process(vec![], vec![])).unwrap();
+    let held = Sim::new(
+        config(&machine(1, 64), &["machine.nodes.0.reserved_mib=8"]),
+        one_process(vec![], vec![]),
+    )
+    .unwrap();
+    let free = |s: &Sim| s.k.nodes[0].zone.nr_free;
+    assert_eq!(free(&plain) - free(&held), 8 * 256);
+    let mut held = held;
+    held.k.check_invariants(&held.hw, "boot");
+    assert_eq!(held.k.checker.count, 0, "{:?}", held.k.checker.violations);
+    // A reservation that leaves no room is refused, naming the key.
+    let e = Config::from_str_with(
+        &machine(1, 64),
+        "t.toml",
+        None,
+        &["machine.nodes.0.reserved_mib=60".to_string()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("reserved_mib"), "{e}");
+}

@@ -115,8 +115,11 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
     Ok(s)
 }
 
-/// `--set` assignments that turn the scenario's machine into the stand-in for the emulated one.
-pub fn stand_in_sets(cfg: &Config) -> Vec<String> {
+/// `--set` assignments that turn the scenario's machine into the stand-in for the emulated
+/// one. With the guest's nodes (as seen at /init), each node's capacity is the guest's
+/// MemTotal (what the kernel manages) and the memory its kernel already holds there
+/// (MemTotal − MemFree: image, memmap, slab, the initramfs) is reserved.
+pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<String> {
     let mut sets = vec![
         "machine.cpu_ghz=1.0".to_string(),
         "machine.mlp=1.0".to_string(),
@@ -128,8 +131,30 @@ pub fn stand_in_sets(cfg: &Config) -> Vec<String> {
         ));
         sets.push(format!("machine.nodes.{n}.read_latency_ns=1.0"));
         sets.push(format!("machine.nodes.{n}.write_latency_ns=1.0"));
+        if let Some(g) = guest_nodes.iter().find(|g| g.id as usize == n) {
+            let total = g.memtotal_kib / 1024;
+            let held = g.memtotal_kib.saturating_sub(g.memfree_kib) / 1024;
+            sets.push(format!("machine.nodes.{n}.capacity_mib={total}"));
+            sets.push(format!("machine.nodes.{n}.reserved_mib={held}"));
+        }
     }
     sets
+}
+
+/// The scenario simulated on the stand-in machine.
+fn simulate(
+    args: &ValidateArgs,
+    cfg: &Config,
+    guest_nodes: &[guest::GuestNodeInfo],
+) -> Result<tierlab::RunResult, String> {
+    let origin = args.scenario.display().to_string();
+    let mut sets = args.sets.clone();
+    sets.extend(stand_in_sets(cfg, guest_nodes));
+    let sim_cfg = Config::load(&args.scenario, &sets).map_err(|e| e.to_string())?;
+    let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
+    let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
+    sim.run(&mut |_| {})
+        .map_err(|e| format!("{origin}: simulation stopped: {e}"))
 }
 
 pub fn run(args: &ValidateArgs) -> Result<(), String> {
@@ -142,16 +167,8 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     }
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
 
-    // The simulated side first: its length sizes the guest's timeout.
-    let mut stand_in = args.sets.clone();
-    stand_in.extend(stand_in_sets(&cfg));
-    let sim_cfg = Config::load(&args.scenario, &stand_in).map_err(|e| e.to_string())?;
-    eprintln!("tierlab: simulating {origin} on the stand-in machine");
-    let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
-    let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
-    let sim_result = sim
-        .run(&mut |_| {})
-        .map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+    // A first simulation sizes the guest's timeout.
+    let estimate = simulate(args, &cfg, &[])?;
 
     // The real side: the program, compiled statically, on the guest.
     let opts = CProgramOptions {
@@ -169,12 +186,12 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     run.sysctls = sysctls;
     run.kernel = args.kernel.clone();
     // TCG runs 3.5–7.5 s of wall time per guest second; boot takes a few guest seconds more.
-    let guess = 120.0 + 10.0 * (sim_result.sim_seconds + 5.0);
+    let guess = 120.0 + 10.0 * (estimate.sim_seconds + 5.0);
     run.timeout = Duration::from_secs(args.timeout_s.unwrap_or(guess as u64));
     eprintln!(
         "tierlab: booting Linux under QEMU ({:?}); about {:.0} s of guest time, a few wall seconds each",
         args.accel,
-        sim_result.sim_seconds + 3.0
+        estimate.sim_seconds + 3.0
     );
     let out = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
     let expected: Vec<Option<u32>> = machine.expected_tiers().into_iter().map(Some).collect();
@@ -190,6 +207,9 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         eprintln!("tierlab: warning: the guest refused {}", failed.join(", "));
     }
     let real = report::parse_samples(&out.stdout_lines)?;
+    // The simulated side, on the machine as the guest booted it.
+    eprintln!("tierlab: simulating {origin} on the stand-in machine");
+    let sim_result = simulate(args, &cfg, &out.nodes)?;
     let cmp = report::compare(&real, &sim_result, COUNTERS);
     println!(
         "{origin}: real Linux {} under QEMU beside tierlab ({} samples; boot {:.0} s, run {:.0} s wall)\n",
@@ -253,13 +273,25 @@ mod tests {
     #[test]
     fn the_stand_in_machine_keeps_the_memory_tiers() {
         let real = scenario(&[]);
-        let stand_in = scenario(&stand_in_sets(&real));
+        let guest = [guest::GuestNodeInfo {
+            id: 0,
+            memtotal_kib: 218_352,
+            memfree_kib: 190_000,
+            cpus: "0-2".into(),
+            distance: vec![10, 20],
+            tier: Some(4),
+        }];
+        let stand_in = scenario(&stand_in_sets(&real, &guest));
         let (a, b) = (MemoryTiers::new(&real), MemoryTiers::new(&stand_in));
         for n in 0..real.machine.nodes.len() {
             assert_eq!(a.tier_id(n), b.tier_id(n), "node {n}");
             assert_eq!(a.node_is_toptier(n), b.node_is_toptier(n), "node {n}");
         }
         assert_eq!(stand_in.machine.cpu_ghz, 1.0);
+        // Node 0 as the guest saw it: MemTotal managed, MemTotal − MemFree held by the kernel.
+        assert_eq!(stand_in.machine.nodes[0].capacity_mib, 213);
+        assert_eq!(stand_in.machine.nodes[0].reserved_mib, 27);
+        assert_eq!(stand_in.machine.nodes[1].capacity_mib, 512);
         assert!(stand_in
             .machine
             .nodes

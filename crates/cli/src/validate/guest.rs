@@ -145,6 +145,8 @@ pub struct SysctlResult {
 pub struct GuestNodeInfo {
     pub id: u32,
     pub memtotal_kib: u64,
+    /// MemFree when /init started, before any sysctl or the program ran.
+    pub memfree_kib: u64,
     /// /sys/devices/system/node/nodeN/cpulist.
     pub cpus: String,
     pub distance: Vec<u32>,
@@ -966,7 +968,7 @@ tl_set() {
         s += &format!("tl_set {} {}\n", sh_quote(path), sh_quote(value));
     }
     s += r#"for n in /sys/devices/system/node/node[0-9]*; do
-  echo "TIERLAB-NODE id=${n##*/node} memtotal_kb=$(awk '/MemTotal/ {print $4}' $n/meminfo) cpus=$(cat $n/cpulist) distance=$(tr -s ' ' ',' < $n/distance)"
+  echo "TIERLAB-NODE id=${n##*/node} memtotal_kb=$(awk '/MemTotal/ {print $4}' $n/meminfo) memfree_kb=$(awk '/MemFree/ {print $4}' $n/meminfo) cpus=$(cat $n/cpulist) distance=$(tr -s ' ' ',' < $n/distance)"
 done
 for t in /sys/devices/virtual/memory_tiering/memory_tier[0-9]*; do
   [ -d "$t" ] && echo "TIERLAB-TIER id=${t##*/memory_tier} nodes=$(cat $t/nodelist)"
@@ -1362,6 +1364,7 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                 out.nodes.push(GuestNodeInfo {
                     id,
                     memtotal_kib: get("memtotal_kb").and_then(|v| v.parse().ok()).unwrap_or(0),
+                    memfree_kib: get("memfree_kb").and_then(|v| v.parse().ok()).unwrap_or(0),
                     cpus: get("cpus").unwrap_or_default(),
                     distance: get("distance")
                         .unwrap_or_default()

@@ -167,5 +167,11 @@ knob_table! {
             path: "/sys/devices/virtual/memory_tiering/memory_tierN",
             range: Range::Int(0, INT_MAX),
             source: "mm/memory-tiers.c alloc_memory_type(int adistance); default from mt_perf_to_adistance()";
+        /// Memory the kernel itself holds on the node from boot (image, memmap, slab), MiB:
+        /// taken off the node's free pages before the workload starts.
+        reserved_mib: u64 = 0,
+            path: "/sys/devices/system/node/nodeN/meminfo (capacity - MemFree at boot)",
+            range: Range::Int(0, u64::MAX),
+            source: "tierlab: `tierlab validate` measures it in the guest";
     }
 }

@@ -133,6 +133,16 @@ impl Config {
         for (i, n) in m.nodes.iter().enumerate() {
             let key = format!("machine.nodes[{i}].cpus");
             total_pages = total_pages.saturating_add(n.capacity_mib.saturating_mul(256));
+            // The kernel's own share must leave the node room for its watermarks.
+            if n.reserved_mib.saturating_add(16) > n.capacity_mib {
+                return bad(
+                    &format!("machine.nodes[{i}].reserved_mib"),
+                    format!(
+                        "{} MiB reserved leaves less than 16 MiB of the node's {} MiB",
+                        n.reserved_mib, n.capacity_mib
+                    ),
+                );
+            }
             let cpus = match parse_cpu_list(&n.cpus) {
                 Ok(c) => c,
                 Err(e) => return bad(&key, e),

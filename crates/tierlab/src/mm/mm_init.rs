@@ -64,6 +64,17 @@ impl Kernel {
             frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
             pfn
         };
+        // Memory the kernel holds from boot on each node (reserved_mib): taken from the buddy
+        // allocator like the zero page, never on an LRU.
+        for (n, zone) in zones.iter_mut().enumerate() {
+            let cost = CostTable::default();
+            for _ in 0..m.nodes[n].reserved_mib * 256 {
+                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = pfn.expect("validation checked reserved_mib against the capacity");
+                frames.get_mut(pfn).flags =
+                    crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
+            }
+        }
         let nnodes = m.nodes.len();
         let mut nodes = Vec::new();
         for (n, zone) in zones.into_iter().enumerate() {

@@ -33,6 +33,9 @@ pub mod pg {
     pub const EXEC: u16 = 1 << 10;
     /// Freed while some TLB may still translate to it (MIGRC: flush before reuse).
     pub const NEED_FLUSH: u16 = 1 << 11;
+    /// PG_reserved: held by the kernel since boot (machine.nodes[].reserved_mib), never on an
+    /// LRU, never mapped by a user.
+    pub const RESERVED: u16 = 1 << 12;
 }
 
 /// One simulated frame. Budget: 32 bytes (checked by a test).
