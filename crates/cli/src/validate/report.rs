@@ -104,11 +104,12 @@ pub struct RegionRow {
     pub ok: bool,
 }
 
-/// Per interval: time, and per region the DRAM share real and simulated (%).
+/// Per interval: time, and per region the DRAM share real and simulated (%; None while
+/// nothing of the region is resident).
 #[derive(Clone, Debug, Serialize)]
 pub struct IntervalRow {
     pub t_ms: f64,
-    pub dram_share: Vec<(String, f64, f64)>,
+    pub dram_share: Vec<(String, Option<f64>, Option<f64>)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -121,8 +122,9 @@ pub struct Comparison {
 /// A DRAM-share series: (t_ms, percent).
 type Series = Vec<(f64, f64)>;
 
-/// Percent of a region's resident pages on the top-tier nodes.
-fn dram_share(pages: &[u64], toptier: &[bool]) -> f64 {
+/// Percent of a region's resident pages on the top-tier nodes; None while nothing of it is
+/// resident (no share to compare).
+fn dram_share(pages: &[u64], toptier: &[bool]) -> Option<f64> {
     let all: u64 = pages.iter().sum();
     let top: u64 = pages
         .iter()
@@ -130,11 +132,7 @@ fn dram_share(pages: &[u64], toptier: &[bool]) -> f64 {
         .filter(|(_, &t)| t)
         .map(|(p, _)| p)
         .sum();
-    if all == 0 {
-        0.0
-    } else {
-        100.0 * top as f64 / all as f64
-    }
+    (all > 0).then(|| 100.0 * top as f64 / all as f64)
 }
 
 /// The first time a share series reaches half of its final value.
@@ -175,15 +173,15 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
                 .regions
                 .iter()
                 .find(|x| &x.0 == name)
-                .map_or(0.0, |x| dram_share(&x.1, &toptier));
+                .and_then(|x| dram_share(&x.1, &toptier));
             let m = p
                 .regions
                 .as_ref()
                 .and_then(|rs| rs.iter().find(|x| &x.0 == name))
-                .map_or(0.0, |x| dram_share(&x.1, &toptier));
+                .and_then(|x| dram_share(&x.1, &toptier));
             row.dram_share.push((name.clone(), r, m));
-            series[i].0.push((s.t_ms, r));
-            series[i].1.push((p.t_ms, m));
+            series[i].0.push((s.t_ms, r.unwrap_or(0.0)));
+            series[i].1.push((p.t_ms, m.unwrap_or(0.0)));
         }
         intervals.push(row);
     }
@@ -191,9 +189,13 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
         .iter()
         .enumerate()
         .map(|(i, name)| {
+            // Only samples where both sides have the region resident are comparable.
             let max_diff = intervals
                 .iter()
-                .map(|row| (row.dram_share[i].1 - row.dram_share[i].2).abs())
+                .filter_map(|row| match (row.dram_share[i].1, row.dram_share[i].2) {
+                    (Some(r), Some(m)) => Some((r - m).abs()),
+                    _ => None,
+                })
                 .fold(0.0, f64::max);
             RegionRow {
                 name: name.clone(),
@@ -251,8 +253,9 @@ impl Comparison {
         s.push('\n');
         for row in &self.intervals {
             s.push_str(&format!("{:>10.0}", row.t_ms));
+            let pct = |x: &Option<f64>| x.map_or("    -".to_string(), |v| format!("{v:5.1}"));
             for (_, real, sim) in &row.dram_share {
-                s.push_str(&format!("{:>24}", format!("{real:5.1} | {sim:5.1}")));
+                s.push_str(&format!("{:>24}", format!("{} | {}", pct(real), pct(sim))));
             }
             s.push('\n');
         }
@@ -314,6 +317,12 @@ mod tests {
         assert_eq!(s[1].tlb, 4);
         let err = parse_samples(&[r#"{"error":"mmap failed"}"#.to_string()]).unwrap_err();
         assert!(err.contains("mmap failed"));
+    }
+
+    #[test]
+    fn a_region_with_nothing_resident_has_no_share() {
+        assert_eq!(dram_share(&[0, 0], &[true, false]), None);
+        assert_eq!(dram_share(&[3, 1], &[true, false]), Some(75.0));
     }
 
     #[test]
