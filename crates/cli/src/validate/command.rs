@@ -20,11 +20,13 @@ use workloads::scripted::c_program::{generate, CProgramOptions};
 
 /// The counters compared, by their /proc/vmstat names.
 pub const COUNTERS: &[&str] = &[
+    "pgpromote_candidate",
     "pgpromote_success",
     "pgdemote_kswapd",
     "numa_hint_faults",
     "numa_pte_updates",
     "pgmigrate_success",
+    "pgmigrate_fail",
     "pgscan_kswapd",
     "pgfault",
 ];
