@@ -1,4 +1,4 @@
-//! The invariant checker (design.md "Invariants"): frame conservation, rmap consistency, LRU
+//! The invariant checker: frame conservation, rmap consistency, LRU
 //! membership and TLB coherence. A violation names the CPU, address and frame involved.
 
 use crate::config::CheckLevel;

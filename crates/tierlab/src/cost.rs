@@ -1,27 +1,27 @@
 //! Every cost the simulator charges, in CPU cycles or nanoseconds, with where the figure comes
 //! from. Mechanism code reads these fields; it never writes a literal cost.
-//! Sources are `reference/workloads.md` sections unless stated; [estimate] marks a figure with
-//! no primary measurement (workloads.md §4 lists these as gaps) that still needs calibration.
+//! Each figure names its public source; [estimate] marks a figure with no primary measurement
+//! that still needs calibration.
 
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostTable {
-    /// L1 dTLB/iTLB miss that hits the STLB: ~8 cycles (LIKWID TLB group notes, §4) [estimate].
+    /// L1 dTLB/iTLB miss that hits the STLB: ~8 cycles (LIKWID TLB group notes) [estimate].
     pub stlb_hit_cycles: u32,
     /// A load or store that hits the per-CPU cache filter (L2 hit latency: 14 cycles on Zen 4,
-    /// 16 on Golden Cove) [estimate: vendor optimisation manuals, not in workloads.md].
+    /// 16 on Golden Cove) [estimate: vendor optimisation manuals].
     pub cache_hit_cycles: u32,
-    /// Page walk on an STLB miss: "about 25 cycles" penalty for 4 KiB pages (LIKWID, §4); the
+    /// Page walk on an STLB miss: "about 25 cycles" penalty for 4 KiB pages (LIKWID); the
     /// walk's own PTE loads mostly hit the caches [estimate].
     pub page_walk_cycles: u32,
     /// Hardware setting of the Accessed bit on first access: ≈360 ns per page at 2.2 GHz
-    /// (Peter Xu's 99 ms vs 4 ms per GiB, §4) ≈ 790 cycles; AMD Milan ≈290 ns.
+    /// (Peter Xu's 99 ms vs 4 ms per GiB, seed 004's cover letter) ≈ 790 cycles; AMD Milan ≈290 ns.
     pub accessed_bit_cycles: u32,
-    /// Hardware setting of the Dirty bit on first write: "over 500 cycles" (Nadav Amit, §4).
+    /// Hardware setting of the Dirty bit on first write: "over 500 cycles" (Nadav Amit, linux-mm).
     pub dirty_bit_cycles: u32,
-    /// Anonymous first-touch minor fault: median 3,241 cycles, Linux 6.6 (blog measurement, §4).
+    /// Anonymous first-touch minor fault: median 3,241 cycles, Linux 6.6 (blog measurement).
     pub anon_fault_cycles: u32,
     /// File fault that finds the page in the page cache (minor) [estimate: a bit below anon,
     /// no zeroing].
@@ -45,11 +45,11 @@ pub struct CostTable {
     /// Extra work per clean page dropped (__remove_mapping, free) [estimate].
     pub reclaim_free_cycles: u32,
     /// x86 shootdown, initiator: ~2,150 cycles extra with one remote CPU
-    /// (Nadav Amit, mprotect 2,499 vs 4,655 cycles on Haswell, §4).
+    /// (Nadav Amit, mprotect 2,499 vs 4,655 cycles on Haswell, linux-mm).
     pub ipi_send_cycles: u32,
     /// Initiator cost per additional remote CPU beyond the first [estimate].
     pub ipi_send_per_cpu_cycles: u32,
-    /// Receiver: interrupt entry + flush_tlb_func + exit [estimate; §4 notes no primary figure].
+    /// Receiver: interrupt entry + flush_tlb_func + exit [estimate; no primary figure found].
     pub ipi_receive_cycles: u32,
     /// Local INVLPG of one page [estimate].
     pub invlpg_cycles: u32,
@@ -62,11 +62,10 @@ pub struct CostTable {
     /// Per-page cost of zapping or changing a PTE in munmap/mprotect [estimate].
     pub pte_update_cycles: u32,
     /// Page migration work per 4 KiB page besides the copy (allocate, unmap to a migration
-    /// entry, remap, free): mbind of 1 GiB took 1.7–2.5 µs per page end to end on AMD Milan
-    /// (§4), of which the copy is ~0.4 µs; ≈ 1.5 µs at 2.2 GHz [derived].
+    /// entry, remap, free): mbind of 1 GiB took 1.7–2.5 µs per page end to end on AMD Milan, of which the copy is ~0.4 µs; ≈ 1.5 µs at 2.2 GHz [derived].
     pub migrate_page_cycles: u32,
     /// Single-thread copy bandwidth cap for migration (folio_mc_copy), GB/s: ~12 GB/s on
-    /// SPR/Genoa single-thread read (Nomad Table 1, §3.1); the slower node's own bandwidth
+    /// SPR/Genoa single-thread read (Nomad, OSDI '24, Table 1); the slower node's own bandwidth
     /// applies when lower.
     pub migrate_copy_gbps: f64,
     /// NUMA hint fault entry/exit and do_numa_page bookkeeping [estimate: like a minor fault].

@@ -1,4 +1,4 @@
-//! Tiering rules against linux-spec.md §2–5: scanning, hint faults, promotion policy, the
+//! Tiering rules against the kernel (mm/vmscan.c, mm/migrate.c, kernel/sched/fair.c): scanning, hint faults, promotion policy, the
 //! rate limit and threshold adjustment, demotion and its fallback, migration batching and
 //! TLB flushing. The strict invariant checker runs in every test.
 

@@ -1,6 +1,6 @@
-//! A per-CPU data-cache filter (design.md "an optional LLC filter decides which accesses reach
-//! memory"): set-associative over physical cache lines with bit-PLRU replacement, standing for
-//! the core's L2 plus its share of the LLC. Only its hit/miss outcome matters; contents do not.
+//! A per-CPU data-cache filter that decides which accesses reach memory: set-associative over
+//! physical cache lines with bit-PLRU replacement, standing for the core's L2 plus its share of
+//! the LLC. Only its hit/miss outcome matters; contents do not.
 
 pub const LINE_SHIFT: u32 = 6;
 

@@ -1,5 +1,5 @@
 //! A set-associative TLB with PCID-tagged entries and bit-PLRU replacement (the LRU
-//! approximation real TLBs use; design.md "Fast by design").
+//! approximation real TLBs use, and cheap enough for the hot path).
 //!
 //! Entries are split into a tag array (scanned on every lookup) and a data array (read on a
 //! hit), so a lookup touches one cache line of tags per set.

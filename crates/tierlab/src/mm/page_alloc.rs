@@ -1,6 +1,6 @@
 //! The page allocator of one zone per node: buddy free lists, per-CPU pagesets (order 0 only),
 //! watermarks and the zone lock as a timed resource (Linux mm/page_alloc.c, v6.7+ pcp logic;
-//! reference/linux-spec.md §2.1, §2.2, §6).
+//! mm/page_alloc.c, include/linux/mmzone.h).
 //!
 //! One migratetype, no fallback stealing, no compaction, no guard pages, no page shuffling.
 //! Buddy alignment is relative to the zone's first frame (`pfn - start_pfn`), so a node whose

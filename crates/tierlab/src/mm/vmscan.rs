@@ -1,6 +1,6 @@
 //! Page reclaim (mm/vmscan.c): kswapd and `balance_pgdat`, `shrink_node` →
 //! `shrink_lruvec` → `shrink_active_list` / `shrink_inactive_list` → `shrink_folio_list`,
-//! the two-list LRU aging of linux-spec.md §2.5, and direct reclaim.
+//! the classic two-list LRU aging (CONFIG_LRU_GEN off), and direct reclaim.
 //!
 //! There is no swap device: without demotion `get_scan_count` picks SCAN_FILE and only clean
 //! page-cache pages are dropped; with a demotion target anon pages are reclaimable by
@@ -427,7 +427,7 @@ impl Kernel {
         self.shrink_folio_list(m, c, list, who, false)
     }
 
-    /// folio_check_references (linux-spec.md §2.5).
+    /// folio_check_references (mm/vmscan.c).
     pub fn folio_check_references(&mut self, pfn: u32) -> FolioRef {
         let (referenced_ptes, exec) = self.folio_referenced(pfn);
         let p = self.frames.get_mut(pfn);

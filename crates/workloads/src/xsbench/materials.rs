@@ -29,8 +29,7 @@ const PICK_MAT_DIST: [f64; 12] = [
 ///
 /// (One stored revision of `Simulation.c` with an `FP_PRECISION` type has a precomputed CDF
 /// starting at `dist[0] = 0.140`, which gives fuel 0.140 and material 11 0.012; it does not match
-/// the `double`-only header of the same directory, so the running-sum version is used here, as in
-/// workloads.md section 1.5.)
+/// the `double`-only header of the same directory, so the running-sum version is used here.)
 pub(super) fn pick_mat_thresholds() -> [f64; 12] {
     let mut t = [0.0; 12];
     for (i, ti) in t.iter_mut().enumerate() {
