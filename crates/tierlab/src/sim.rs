@@ -449,7 +449,9 @@ impl Sim {
         let idle = std::mem::take(&mut cpu.idle_cycles);
         cpu.user_cycles += (cpu.clock - start_clock).saturating_sub(sys + idle);
         self.k.sched.threads[tid].accesses += acc;
-        self.k.sched.threads[tid].runtime += cpu.clock - start_clock;
+        // se.sum_exec_runtime: a paced thread sleeps (clock_nanosleep) between its slots, and
+        // sleep is not run time, so task_tick_numa does not count it.
+        self.k.sched.threads[tid].runtime += (cpu.clock - start_clock).saturating_sub(idle);
     }
 
     /// One memory access: the TLB hierarchy, then the page walk and fault path on a miss.
