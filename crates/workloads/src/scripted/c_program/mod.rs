@@ -20,11 +20,13 @@
 //!   it (spread threads are left to the scheduler); the threads run the steps (loop groups
 //!   included) `loops` times, each phase instance followed by a `pthread_barrier_wait`, as the
 //!   simulator's op stream does;
-//! - a sampler thread (off the pinned CPUs when any CPU is left) prints a sample every
-//!   `sample_interval_ms`, and main one more after the last phase. A sample of a large region
-//!   is slow (`move_pages` costs about 0.1–0.4 µs per page: ~100 ms per GiB on a loaded VM), so
-//!   after a sample the sampler idles at least as long as the sample took: it never uses more
-//!   than half a CPU, and the effective interval grows.
+//! - a sampler *process*, forked before the regions exist (so it shares none of them, and its
+//!   work is not the workload's run time, which paces NUMA balancing's scanner), runs off the
+//!   pinned CPUs when any CPU is left and prints a sample of the workload's pages
+//!   (`move_pages(pid, ..)`) every `sample_interval_ms`, and one more after the last phase. A
+//!   sample of a large region is slow (`move_pages` costs about 0.1–0.4 µs per page: ~100 ms
+//!   per GiB on a loaded VM), so after a sample the sampler idles at least as long as the
+//!   sample took: it never uses more than half a CPU, and the effective interval grows.
 //!
 //! # Output: JSON lines on stdout
 //!
@@ -51,9 +53,10 @@
 //!   line's `end_ms`); `accesses` is the loads and stores all threads made in the instance. A
 //!   loop prints one line per iteration.
 //! - `{"warning":"..."}`: at most once. When `move_pages` fails with ENOSYS, EINVAL or EPERM
-//!   (no NUMA, or not allowed), residency comes from `mincore()` with every present page on
-//!   node 0, and `move_pages` phases (and region binding) do nothing; ENODEV (the target node
-//!   does not exist) also only warns. `TIERLAB_RESIDENCY=mincore` forces the `mincore()` path.
+//!   (no NUMA, or not allowed), residency comes from the workload's `/proc/PID/pagemap`
+//!   (present bit) with every present page on node 0, and `move_pages` phases (and region
+//!   binding) do nothing; ENODEV (the target node does not exist) also only warns.
+//!   `TIERLAB_RESIDENCY=mincore` forces that path (the name is historical).
 //! - `{"error":"..."}`: a failing syscall (or SIGSEGV / SIGBUS: an access to a page the phases
 //!   unmapped or protected); the program exits 1 right after it.
 //! - `{"done":true,"t_ms":1234.5}`: the last line; the program exits 0.

@@ -5,7 +5,7 @@
  *
  * Output: JSON lines on stdout (see the module doc of tierlab's scripted::c_program).
  * Environment: TIERLAB_FILE_DIR (where file regions are created, default /tmp);
- * TIERLAB_RESIDENCY=mincore (residency from mincore(), as when the kernel has no NUMA).
+ * TIERLAB_RESIDENCY=mincore (presence only, from /proc/PID/pagemap, as when the kernel has no NUMA).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,8 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -182,16 +185,22 @@ static void sb_json_str(struct sb *b, const char *s)
 }
 
 /* Print one line (and flush: a harness reads the lines as they come). */
+/* The sampler process, from the workload's side (0: none, or this is the sampler). */
+static pid_t sampler_child;
+
+/* One write(2) per line: the sampler process writes to the same stdout. */
 static void emit(const char *line)
 {
 	pthread_mutex_lock(&out_lock);
-	fputs(line, stdout);
-	fputc('\n', stdout);
-	fflush(stdout);
+	struct iovec iov[2] = {{.iov_base = (void *)line, .iov_len = strlen(line)},
+			       {.iov_base = (void *)"\n", .iov_len = 1}};
+	ssize_t r = writev(1, iov, 2);
+	(void)r;
 	pthread_mutex_unlock(&out_lock);
 }
 
-/* Print {"key":"message"}; `fatal` exits 1 with the output lock held, so nothing follows. */
+/* Print {"key":"message"}; `fatal` exits 1 with the output lock held, so nothing follows (the
+ * sampler is stopped first, so that none of its lines follows either). */
 static void report(const char *key, int fatal, const char *fmt, va_list ap)
 {
 	char msg[1024];
@@ -206,9 +215,14 @@ static void report(const char *key, int fatal, const char *fmt, va_list ap)
 		return;
 	}
 	pthread_mutex_lock(&out_lock);
-	fputs(b.s, stdout);
-	fputc('\n', stdout);
-	fflush(stdout);
+	if (sampler_child > 0) {
+		kill(sampler_child, SIGKILL);
+		waitpid(sampler_child, NULL, 0);
+	}
+	struct iovec iov[2] = {{.iov_base = b.s, .iov_len = strlen(b.s)},
+			       {.iov_base = (void *)"\n", .iov_len = 1}};
+	ssize_t r = writev(1, iov, 2);
+	(void)r;
 	_exit(1);
 }
 
@@ -253,6 +267,11 @@ static void on_fault(int sig, siginfo_t *si, void *ctx)
 	line[n++] = '"';
 	line[n++] = '}';
 	line[n++] = '\n';
+	/* Stop the sampler first (kill and waitpid are async-signal-safe), so the error is last. */
+	if (sampler_child > 0) {
+		kill(sampler_child, SIGKILL);
+		waitpid(sampler_child, NULL, 0);
+	}
 	ssize_t w = write(STDOUT_FILENO, line, n);
 	(void)w;
 	_exit(1);
@@ -506,7 +525,7 @@ static void map_range(uint64_t addr, uint64_t len, int prot, int file, uint64_t 
 }
 
 static atomic_int warned_numa, warned_node, warned_vmstat;
-/* 0 once move_pages(2) cannot report residency: mincore() instead. */
+/* 0 once move_pages(2) cannot report residency: presence from pagemap instead. */
 static atomic_int numa_query = 1;
 
 /* move_pages(2) failing this way means no NUMA (or no right to it), not a bad request. */
@@ -751,18 +770,42 @@ static char *read_file(const char *path)
 	return b.s;
 }
 
+/* The process whose pages are sampled: the workload (the sampler runs in a process of its
+ * own, so that its work does not count as the workload's run time, which paces NUMA
+ * balancing's scanner). */
+static pid_t workload_pid;
+
+/* Presence of pages of the workload from /proc/PID/pagemap (bit 63), for kernels without NUMA. */
+static void pagemap_present(uint64_t addr, unsigned long k, int *status)
+{
+	static int fd = -2;
+	if (fd == -2) {
+		char path[64];
+		snprintf(path, sizeof path, "/proc/%d/pagemap", (int)workload_pid);
+		fd = open(path, O_RDONLY);
+	}
+	uint64_t ent[CHUNK];
+	ssize_t want = (ssize_t)(k * sizeof ent[0]);
+	if (fd < 0 || pread(fd, ent, (size_t)want, (off_t)(addr / PAGE * sizeof ent[0])) != want) {
+		for (unsigned long j = 0; j < k; j++)
+			status[j] = -ENOENT;
+		return;
+	}
+	for (unsigned long j = 0; j < k; j++)
+		status[j] = (ent[j] >> 63) & 1 ? 0 : -ENOENT;
+}
+
 /* Per-page residency of [addr, addr + pages): status[j] = node, or < 0 if not present. */
 static void residency(uint64_t addr, uint64_t pages, int *status)
 {
 	static void *ptrs[CHUNK];
-	static unsigned char vec[CHUNK];
 	for (uint64_t done = 0; done < pages;) {
 		unsigned long k = (unsigned long)(pages - done < CHUNK ? pages - done : CHUNK);
 		uint64_t a = addr + done * PAGE;
 		if (atomic_load(&numa_query)) {
 			for (unsigned long j = 0; j < k; j++)
 				ptrs[j] = (void *)(uintptr_t)(a + j * PAGE);
-			long r = syscall(SYS_move_pages, 0, k, ptrs, NULL, status + done, 0);
+			long r = syscall(SYS_move_pages, workload_pid, k, ptrs, NULL, status + done, 0);
 			if (r >= 0) {
 				done += k;
 				continue;
@@ -773,20 +816,10 @@ static void residency(uint64_t addr, uint64_t pages, int *status)
 				    strerror(e));
 			atomic_store(&numa_query, 0);
 			warn_once(&warned_numa,
-				  "move_pages: %s: no NUMA; residency from mincore(), all on node 0",
+				  "move_pages: %s: no NUMA; residency from pagemap, all on node 0",
 				  strerror(e));
 		}
-		if (mincore((void *)(uintptr_t)a, k * PAGE, vec) == 0) {
-			for (unsigned long j = 0; j < k; j++)
-				status[done + j] = (vec[j] & 1) ? 0 : -ENOENT;
-		} else {
-			/* Part of the range is unmapped: page by page. */
-			for (unsigned long j = 0; j < k; j++) {
-				unsigned char v = 0;
-				int ok = mincore((void *)(uintptr_t)(a + j * PAGE), PAGE, &v) == 0;
-				status[done + j] = ok && (v & 1) ? 0 : -ENOENT;
-			}
-		}
+		pagemap_present(a, k, status + done);
 		done += k;
 	}
 }
@@ -894,13 +927,10 @@ static uint64_t sample(void)
 	return span;
 }
 
-static pthread_mutex_t sampler_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t sampler_cond;
-static int sampler_stop;
-
-static void *sampler(void *arg)
+/* The sampler process: a sample every SAMPLE_MS until the workload closes the pipe, then one
+ * last sample. A sample that took long is followed by at least as long an idle time. */
+static void sampler_process(int stop_fd)
 {
-	(void)arg;
 	/* Off the pinned workload CPUs if any CPU is left; best effort. */
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -914,24 +944,19 @@ static void *sampler(void *arg)
 	if (interval == 0)
 		interval = 1;
 	uint64_t next = now_ns();
-	pthread_mutex_lock(&sampler_lock);
-	while (!sampler_stop) {
-		pthread_mutex_unlock(&sampler_lock);
+	for (;;) {
 		uint64_t span = sample();
 		next += interval;
-		/* A slow sample (move_pages costs ~0.1-0.4 us per page): skip the missed slots and
-		 * idle at least as long as it took, so the sampler takes at most half a CPU. */
 		uint64_t now = now_ns();
 		if (next < now + span)
 			next = now + span;
-		struct timespec ts = {.tv_sec = (time_t)(next / 1000000000ULL),
-				      .tv_nsec = (long)(next % 1000000000ULL)};
-		pthread_mutex_lock(&sampler_lock);
-		while (!sampler_stop && pthread_cond_timedwait(&sampler_cond, &sampler_lock, &ts) == 0)
-			;
+		struct pollfd p = {.fd = stop_fd, .events = POLLIN};
+		int ms = (int)((next - now + 999999) / 1000000);
+		if (poll(&p, 1, ms) > 0)
+			break;
 	}
-	pthread_mutex_unlock(&sampler_lock);
-	return NULL;
+	sample(); /* the state at the end */
+	_exit(0);
 }
 
 /*
@@ -964,34 +989,40 @@ int main(int argc, char **argv)
 	const char *how = getenv("TIERLAB_RESIDENCY");
 	if (how && strcmp(how, "mincore") == 0) {
 		atomic_store(&numa_query, 0);
-		warn_once(&warned_numa, "TIERLAB_RESIDENCY=mincore: residency from mincore(), all on node 0");
+		warn_once(&warned_numa, "TIERLAB_RESIDENCY=mincore: residency from pagemap, all on node 0");
 	}
 
 	build_tables();
 	open_files();
-	for (int i = 0; i < NREGIONS; i++)
-		map_range(REGIONS[i].start, REGIONS[i].pages * PAGE, REGIONS[i].prot, REGIONS[i].file,
-			  0);
 	region_status = xmalloc(((size_t)NREGIONS + 1) * sizeof *region_status);
 	for (int i = 0; i < NREGIONS; i++)
 		region_status[i] = xmalloc(REGIONS[i].pages * sizeof(int));
+	/* Fork the sampler before the regions exist, so that it shares none of them. */
+	workload_pid = getpid();
+	int stop[2];
+	if (pipe(stop) != 0)
+		die("pipe: %s", strerror(errno));
+	pid_t sampler_pid = fork();
+	if (sampler_pid < 0)
+		die("fork(sampler): %s", strerror(errno));
+	if (sampler_pid == 0) {
+		close(stop[1]);
+		sampler_process(stop[0]);
+	}
+	sampler_child = sampler_pid;
+	close(stop[0]);
+	for (int i = 0; i < NREGIONS; i++)
+		map_range(REGIONS[i].start, REGIONS[i].pages * PAGE, REGIONS[i].prot, REGIONS[i].file,
+			  0);
 	for (int k = 0; k < 2; k++) {
 		accesses[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
 		if (!accesses[k])
 			die("out of memory");
 	}
 
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&sampler_cond, &ca);
 	int e = pthread_barrier_init(&barrier, NULL, (unsigned)NTHREADS);
 	if (e)
 		die("pthread_barrier_init: %s", strerror(e));
-	pthread_t sampler_thread;
-	e = pthread_create(&sampler_thread, NULL, sampler, NULL);
-	if (e)
-		die("pthread_create(sampler): %s", strerror(e));
 	pthread_t *threads = xmalloc((size_t)NTHREADS * sizeof *threads);
 	for (int t = 0; t < NTHREADS; t++) {
 		e = pthread_create(&threads[t], NULL, worker, (void *)(intptr_t)t);
@@ -1001,12 +1032,10 @@ int main(int argc, char **argv)
 	for (int t = 0; t < NTHREADS; t++)
 		pthread_join(threads[t], NULL);
 
-	pthread_mutex_lock(&sampler_lock);
-	sampler_stop = 1;
-	pthread_cond_signal(&sampler_cond);
-	pthread_mutex_unlock(&sampler_lock);
-	pthread_join(sampler_thread, NULL);
-	sample(); /* the state at the end */
+	/* Stop the sampler: it takes one last sample and exits. */
+	close(stop[1]);
+	waitpid(sampler_pid, NULL, 0);
+	sampler_child = 0;
 
 	char line[128];
 	snprintf(line, sizeof line, "{\"done\":true,\"t_ms\":%.3f}", ms_since_start(now_ns()));
