@@ -148,10 +148,12 @@ fn simulate(
     args: &ValidateArgs,
     cfg: &Config,
     guest_nodes: &[guest::GuestNodeInfo],
+    extra: &[String],
 ) -> Result<tierlab::RunResult, String> {
     let origin = args.scenario.display().to_string();
     let mut sets = args.sets.clone();
     sets.extend(stand_in_sets(cfg, guest_nodes));
+    sets.extend(extra.iter().cloned());
     let sim_cfg = Config::load(&args.scenario, &sets).map_err(|e| e.to_string())?;
     let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
@@ -170,7 +172,7 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
 
     // A first simulation sizes the guest's timeout.
-    let estimate = simulate(args, &cfg, &[])?;
+    let estimate = simulate(args, &cfg, &[], &[])?;
 
     // The real side: the program, compiled statically, on the guest.
     let opts = CProgramOptions {
@@ -185,11 +187,22 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     let program = compile(&source, &dir)?;
     let machine = GuestMachine::from_config(&cfg, args.accel)?;
     let mut run = GuestRun::new(&program);
-    run.sysctls = sysctls;
     run.kernel = args.kernel.clone();
     // TCG runs 3.5–7.5 s of wall time per guest second; boot takes a few guest seconds more.
     let guess = 120.0 + 10.0 * (estimate.sim_seconds + 5.0);
     run.timeout = Duration::from_secs(args.timeout_s.unwrap_or(guess as u64));
+
+    // Calibration: the same program with NUMA balancing and demotion off measures what each
+    // random phase costs the guest per access in run time (its loop, the pacing syscalls):
+    // the stand-in charges it as the phase's gap_cycles (1 ns = 1 cycle at 1 GHz).
+    run.sysctls = calibration_sysctls(&sysctls);
+    eprintln!("tierlab: calibrating the program's cost per access on the guest");
+    let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
+    let gaps = phase_gaps(&cfg, &calib.stdout_lines);
+    for g in &gaps {
+        eprintln!("tierlab: stand-in charges {g}");
+    }
+    run.sysctls = sysctls;
     eprintln!(
         "tierlab: booting Linux under QEMU ({:?}); about {:.0} s of guest time, a few wall seconds each",
         args.accel,
@@ -211,7 +224,7 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     let real = report::parse_samples(&out.stdout_lines)?;
     // The simulated side, on the machine as the guest booted it.
     eprintln!("tierlab: simulating {origin} on the stand-in machine");
-    let sim_result = simulate(args, &cfg, &out.nodes)?;
+    let sim_result = simulate(args, &cfg, &out.nodes, &gaps)?;
     let cmp = report::compare(&real, &sim_result, COUNTERS);
     println!(
         "{origin}: real Linux {} under QEMU beside tierlab ({} samples; boot {:.0} s, run {:.0} s wall)\n",
@@ -233,6 +246,68 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
+}
+
+/// The scenario's knobs with NUMA balancing and demotion off (the calibration run).
+fn calibration_sysctls(sysctls: &[(String, String)]) -> Vec<(String, String)> {
+    sysctls
+        .iter()
+        .map(|(k, v)| {
+            let v = match k.as_str() {
+                "/proc/sys/kernel/numa_balancing" => "0".to_string(),
+                "/sys/kernel/mm/numa/demotion_enabled" => "false".to_string(),
+                _ => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// `--set workload.phases.N.gap_cycles=G` for each named `random` phase: G is the guest's run
+/// time per access in that phase (`cpu_ms` / `accesses` over its instances), in ns, which the
+/// 1 GHz stand-in charges as cycles.
+pub fn phase_gaps(cfg: &Config, lines: &[String]) -> Vec<String> {
+    let mut per_name: Vec<(String, f64, u64)> = Vec::new();
+    for line in lines {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(name), Some(cpu), Some(n)) = (
+            v.get("phase").and_then(|x| x.as_str()),
+            v.get("cpu_ms").and_then(|x| x.as_f64()),
+            v.get("accesses").and_then(|x| x.as_u64()),
+        ) else {
+            continue;
+        };
+        match per_name.iter_mut().find(|p| p.0 == name) {
+            Some(p) => {
+                p.1 += cpu;
+                p.2 += n;
+            }
+            None => per_name.push((name.to_string(), cpu, n)),
+        }
+    }
+    let phases = cfg
+        .workload
+        .get("phases")
+        .and_then(|p| p.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut sets = Vec::new();
+    for (i, p) in phases.iter().enumerate() {
+        let kind = p.get("kind").and_then(|k| k.as_str());
+        let name = p.get("name").and_then(|k| k.as_str());
+        let (Some("random"), Some(name)) = (kind, name) else {
+            continue;
+        };
+        if let Some((_, cpu_ms, n)) = per_name.iter().find(|x| x.0 == name) {
+            if *n > 0 {
+                let ns = (cpu_ms * 1e6 / *n as f64).round() as u64;
+                sets.push(format!("workload.phases.{i}.gap_cycles={ns}"));
+            }
+        }
+    }
+    sets
 }
 
 fn tempdir() -> Result<PathBuf, String> {
@@ -299,6 +374,27 @@ mod tests {
             .nodes
             .iter()
             .all(|n| n.read_latency_ns == 1.0));
+    }
+
+    #[test]
+    fn random_phases_get_the_guests_run_time_per_access_as_gap_cycles() {
+        let lines: Vec<String> = [
+            r#"{"phase":"fill cold","begin_ms":0,"end_ms":9,"accesses":61440,"cpu_ms":200.0}"#,
+            r#"{"phase":"hot reads","begin_ms":9,"end_ms":2009,"accesses":400000,"cpu_ms":100.0}"#,
+            r#"{"phase":"hot reads","begin_ms":2009,"end_ms":4009,"accesses":400000,"cpu_ms":140.0}"#,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // hot_small's phases: 0 and 1 touch (not charged), 2 is the random "hot reads".
+        assert_eq!(
+            phase_gaps(&scenario(&[]), &lines),
+            vec!["workload.phases.2.gap_cycles=300".to_string()]
+        );
+        let off = calibration_sysctls(&guest_sysctls(&scenario(&[])).unwrap());
+        let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));
+        assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("false"));
     }
 
     #[test]

@@ -48,7 +48,9 @@
 //!   - `tlb`: the `TLB:` row of `/proc/interrupts` (TLB shootdowns received, one number per
 //!     CPU); `[]` where the row does not exist (not x86).
 //! - Phase instance ended (printed by the thread the barrier elects, after the barrier, in
-//!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024}`.
+//!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024,
+//!   "cpu_ms":12.5}`; `cpu_ms` is the CPU time (user + system, the kernel's
+//!   `sum_exec_runtime`) all threads spent in the instance.
 //!   `begin_ms` is when the previous barrier released the threads (so it equals the previous
 //!   line's `end_ms`); `accesses` is the loads and stores all threads made in the instance. A
 //!   loop prints one line per iteration.

@@ -695,13 +695,23 @@ static pthread_barrier_t barrier;
 /* Accesses per thread of the phase instance just ended; indexed by instance parity, so the
  * serial thread reads one half while the others fill the other. */
 static uint64_t *accesses[2];
+/* CPU time (user + system: the kernel's sum_exec_runtime) per thread in that instance, ns. */
+static uint64_t *cpu_used[2];
 /* When the current phase instance began (written by the serial thread of each barrier). */
 static uint64_t phase_begin;
 
 /* The barrier after phase instance `k` (phase `i`; -1: the start barrier). */
-static void end_phase(int t, int i, uint64_t k, uint64_t n)
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void end_phase(int t, int i, uint64_t k, uint64_t n, uint64_t cpu)
 {
 	accesses[k & 1][t] = n;
+	cpu_used[k & 1][t] = cpu;
 	int r = pthread_barrier_wait(&barrier);
 	if (r != 0 && r != PTHREAD_BARRIER_SERIAL_THREAD)
 		die("pthread_barrier_wait: %s", strerror(r));
@@ -709,13 +719,17 @@ static void end_phase(int t, int i, uint64_t k, uint64_t n)
 		return;
 	uint64_t end = now_ns();
 	if (i >= 0) {
-		uint64_t total = 0;
-		for (int j = 0; j < NTHREADS; j++)
+		uint64_t total = 0, cpu_total = 0;
+		for (int j = 0; j < NTHREADS; j++) {
 			total += accesses[k & 1][j];
+			cpu_total += cpu_used[k & 1][j];
+		}
 		struct sb b = {0};
-		sb_printf(&b, "{\"phase\":%s,\"begin_ms\":%.3f,\"end_ms\":%.3f,\"accesses\":%llu}",
+		sb_printf(&b,
+			  "{\"phase\":%s,\"begin_ms\":%.3f,\"end_ms\":%.3f,\"accesses\":%llu,"
+			  "\"cpu_ms\":%.3f}",
 			  PHASES[i].name, ms_since_start(phase_begin), ms_since_start(end),
-			  (unsigned long long)total);
+			  (unsigned long long)total, (double)cpu_total / 1e6);
 		emit(b.s);
 		free(b.s);
 	}
@@ -737,17 +751,17 @@ static void *worker(void *arg)
 	}
 	struct rng rng = {mix(SEED, 0x74687264, (uint64_t)t)};
 	/* The simulator's barrier after thread 0's mmaps. */
-	end_phase(t, -1, 1, 0);
+	end_phase(t, -1, 1, 0, 0);
 	uint64_t k = 0;
 	for (uint64_t outer = 0; outer < LOOPS; outer++)
 		for (int s = 0; s < NSTEPS; s++)
 			for (uint64_t rep = 0; rep < STEPS[s].times; rep++)
 				for (int m = 0; m < STEPS[s].nmembers; m++, k++) {
 					int i = STEPS[s].members[m];
-					uint64_t n = 0;
+					uint64_t n = 0, cpu0 = thread_cpu_ns();
 					if (PHASES[i].participants[t])
 						n = run_phase(t, i, &rng);
-					end_phase(t, i, k, n);
+					end_phase(t, i, k, n, thread_cpu_ns() - cpu0);
 				}
 	return NULL;
 }
@@ -1016,7 +1030,8 @@ int main(int argc, char **argv)
 			  0);
 	for (int k = 0; k < 2; k++) {
 		accesses[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
-		if (!accesses[k])
+		cpu_used[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
+		if (!accesses[k] || !cpu_used[k])
 			die("out of memory");
 	}
 
