@@ -239,6 +239,12 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
             "scenario": origin,
             "kernel": out.kernel_release,
             "real": real,
+            "real_phases": out
+                .stdout_lines
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| v.get("phase").is_some())
+                .collect::<Vec<_>>(),
             "simulated": sim_result.to_json(),
             "comparison": cmp,
         });
