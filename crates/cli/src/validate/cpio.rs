@@ -229,25 +229,25 @@ mod tests {
         c.finish()
     }
 
+    /// The entries of `sample()`, in archive order.
+    const SAMPLE_NAMES: [&str; 8] = [
+        "dev",
+        "dev/console",
+        "init",
+        "a",
+        "a/b",
+        "a/b/c.txt",
+        "bin",
+        "bin/sh",
+    ];
+
     #[test]
     fn round_trip() {
         let bytes = sample();
         assert!(bytes.len().is_multiple_of(4));
         let e = parse(&bytes).unwrap();
         let names: Vec<&str> = e.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "dev",
-                "dev/console",
-                "init",
-                "a",
-                "a/b",
-                "a/b/c.txt",
-                "bin",
-                "bin/sh"
-            ]
-        );
+        assert_eq!(names, SAMPLE_NAMES);
         assert_eq!(e[1].mode, S_IFCHR | 0o600);
         assert_eq!(e[1].rdev, (5, 1));
         assert_eq!(e[2].mode, S_IFREG | 0o755);
@@ -290,18 +290,6 @@ mod tests {
         assert!(out.status.success());
         let listing = String::from_utf8(out.stdout).unwrap();
         let names: Vec<&str> = listing.lines().collect();
-        assert_eq!(
-            names,
-            [
-                "dev",
-                "dev/console",
-                "init",
-                "a",
-                "a/b",
-                "a/b/c.txt",
-                "bin",
-                "bin/sh"
-            ]
-        );
+        assert_eq!(names, SAMPLE_NAMES);
     }
 }

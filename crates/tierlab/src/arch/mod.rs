@@ -46,28 +46,17 @@ impl Arch {
             ArchName::X86 => Arch::X86(x86::X86::new(cfg)),
         }
     }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            Arch::X86(_) => "x86",
-        }
-    }
 }
 
 impl Kernel {
-    fn tlb_ctx<'a>(
-        arch: &'a mut Arch,
-        m: &'a mut Machine,
-        mms: &'a mut [Mm],
-        vm: &'a mut VmCounters,
-    ) -> (&'a mut Arch, TlbCtx<'a>) {
-        (arch, TlbCtx { m, mms, vm })
-    }
-
     /// switch_mm: CPU `c` starts running `mm`.
     pub fn switch_mm(&mut self, m: &mut Machine, c: usize, mm: usize) {
-        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
-        match arch {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
+        match &mut self.arch {
             Arch::X86(x) => x.switch_mm_irqs_off(&mut t, c, mm),
         }
     }
@@ -88,8 +77,12 @@ impl Kernel {
 
     /// flush_tlb_range: flush pages [start_vpn, end_vpn) of `mm` wherever they may be cached.
     pub fn flush_tlb_range(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
-        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
-        match arch {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
+        match &mut self.arch {
             Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e),
         }
     }
@@ -109,8 +102,12 @@ impl Kernel {
 
     /// arch_tlbbatch_flush: flush everything `batch` collected, run by CPU `c`.
     pub fn arch_tlbbatch_flush(&mut self, m: &mut Machine, c: usize, batch: &ArchTlbBatch) {
-        let (arch, mut t) = Self::tlb_ctx(&mut self.arch, m, &mut self.mms, &mut self.vm);
-        match arch {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
+        match &mut self.arch {
             Arch::X86(x) => x.arch_tlbbatch_flush(&mut t, c, batch),
         }
     }
