@@ -12,6 +12,8 @@ pub enum ThreadState {
     Runnable,
     AtBarrier,
     Sleeping,
+    /// In pthread_join until the process's other threads have exited.
+    Joining,
     Exited,
 }
 
@@ -156,7 +158,10 @@ impl Kernel {
         let live = s
             .threads
             .iter()
-            .filter(|t| t.mm as usize == mm && t.state != ThreadState::Exited)
+            .filter(|t| {
+                t.mm as usize == mm
+                    && !matches!(t.state, ThreadState::Exited | ThreadState::Joining)
+            })
             .count();
         let waiting = &s.barrier_waiting[mm];
         if waiting.is_empty() || waiting.len() < live {
@@ -186,6 +191,41 @@ impl Kernel {
         self.mms[mm].nr_threads -= 1;
         self.pick_next(m, c);
         self.maybe_release_barrier(m, mm);
+        self.maybe_end_join(m, mm, m.cpus[c].clock);
+    }
+
+    /// pthread_join of every other thread: leave the CPU until they have exited.
+    pub(crate) fn thread_join(&mut self, m: &mut Machine, c: usize, tid: usize) {
+        self.sched.threads[tid].state = ThreadState::Joining;
+        let mm = self.sched.threads[tid].mm as usize;
+        self.pick_next(m, c);
+        // The others may be waiting at a barrier that no longer counts this thread.
+        self.maybe_release_barrier(m, mm);
+        self.maybe_end_join(m, mm, m.cpus[c].clock);
+    }
+
+    /// The last other thread of `mm` exited at `t`: the joining threads return.
+    fn maybe_end_join(&mut self, m: &mut Machine, mm: usize, t: u64) {
+        let others_live = self.sched.threads.iter().any(|x| {
+            x.mm as usize == mm && !matches!(x.state, ThreadState::Exited | ThreadState::Joining)
+        });
+        if others_live {
+            return;
+        }
+        let joiners: Vec<u32> = (0..self.sched.threads.len() as u32)
+            .filter(|&i| {
+                let x = &self.sched.threads[i as usize];
+                x.mm as usize == mm && x.state == ThreadState::Joining
+            })
+            .collect();
+        for tid in joiners {
+            self.sched.threads[tid as usize].state = ThreadState::Runnable;
+            let c = self.sched.threads[tid as usize].cpu as usize;
+            if self.sched.rq[c].current == NIL {
+                m.cpus[c].clock = m.cpus[c].clock.max(t);
+            }
+            self.enqueue(m, c, tid);
+        }
     }
 
     /// nanosleep: leave the CPU; an event brings the thread back.

@@ -422,6 +422,15 @@ impl Sim {
                     self.k.thread_barrier(&mut self.hw, c, tid);
                     return;
                 }
+                Op::Join => {
+                    self.k.sched.threads[tid].pos = pos;
+                    self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
+                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    let now = self.hw.cpus[c].clock;
+                    self.enter_phase(tid, None, now, 0);
+                    self.k.thread_join(&mut self.hw, c, tid);
+                    return;
+                }
                 Op::Exit => {
                     self.k.sched.threads[tid].pos = pos;
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);

@@ -82,7 +82,11 @@ pub enum Op {
         node: u32,
     },
     /// Wait until every live thread of the process has reached a barrier (an OpenMP barrier).
+    /// Threads waiting in `Join` do not take part.
     Barrier,
+    /// pthread_join of every other thread of the process: sleep until they have all exited
+    /// (a C program's main thread after pthread_create).
+    Join,
     Mark(Mark),
     /// The thread ends (also implied when the stream runs dry).
     Exit,

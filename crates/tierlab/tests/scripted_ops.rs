@@ -211,3 +211,52 @@ fn the_timeline_reports_region_residency_per_node() {
         serde_json::json!([48, 16])
     );
 }
+
+#[test]
+fn a_joining_main_thread_waits_for_the_workers_and_skips_their_barriers() {
+    // main: map, start the workers (barrier), pthread_join. The workers meet at a second
+    // barrier without the main thread (it would deadlock if a joiner counted), then exit;
+    // the main thread returns only after both have exited.
+    let main = vec![anon_rw(BASE, 16), Op::Barrier, Op::Join, Op::Exit];
+    let worker = |cycles: u32| {
+        vec![
+            Op::Barrier,
+            Op::Store(BASE),
+            Op::Compute(cycles),
+            Op::Barrier,
+            Op::Compute(cycles),
+            Op::Exit,
+        ]
+    };
+    let w = workload(
+        vec![
+            (0, Placement::Pinned(0), main),
+            (0, Placement::Pinned(1), worker(2_000_000)),
+            (0, Placement::Pinned(2), worker(4_000_000)),
+        ],
+        vec![],
+    );
+    let sim = run(config(3), w);
+    let t = &sim.k.sched.threads;
+    assert!(t
+        .iter()
+        .all(|x| x.state == tierlab::sched::ThreadState::Exited));
+    // The main thread ran only its mmap and the join: far less than one worker's compute.
+    assert!(t[0].runtime < 1_000_000, "main ran {}", t[0].runtime);
+    // Both workers left the second barrier together: worker 1 waited for worker 2 (4 M
+    // cycles) before its last 2 M, not 2 M + 2 M.
+    assert!(
+        sim.hw.cpus[1].clock >= 6_000_000,
+        "{}",
+        sim.hw.cpus[1].clock
+    );
+    // The main thread's CPU waited until the last worker was done.
+    assert!(
+        sim.hw.cpus[0].clock >= 8_000_000,
+        "{}",
+        sim.hw.cpus[0].clock
+    );
+    // init_numa_balancing: the main thread is the first; the workers are CLONE_VM threads.
+    assert_eq!(t[0].numa_node_stamp, 0);
+    assert!(t[1].numa_node_stamp > 0 && t[2].numa_node_stamp > 0);
+}

@@ -10,6 +10,7 @@
 //! the memory manager's dynamics against the workload's own clock (paced phases run at the
 //! same rate in both), not performance.
 
+use super::calibrate;
 use super::guest::{self, Accel, GuestMachine, GuestRun};
 use super::report;
 use std::path::{Path, PathBuf};
@@ -198,7 +199,24 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     run.sysctls = calibration_sysctls(&sysctls);
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
-    let gaps = phase_gaps(&cfg, &calib.stdout_lines);
+    let mut gaps = phase_gaps(&cfg, &calib.stdout_lines);
+    // The fill phases: the guest's time per page beyond the stand-in's own.
+    let mut calib_sets = gaps.clone();
+    calib_sets.extend([
+        "kernel.numa_balancing=0".into(),
+        "vm.demotion_enabled=false".into(),
+    ]);
+    let calib_sim = simulate(args, &cfg, &calib.nodes, &calib_sets)?;
+    let sim_phases: Vec<(String, f64, u64)> = calib_sim
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.duration_us, p.accesses))
+        .collect();
+    gaps.extend(calibrate::touch_gaps(
+        &cfg,
+        &calib.stdout_lines,
+        &sim_phases,
+    ));
     for g in &gaps {
         eprintln!("tierlab: stand-in charges {g}");
     }
@@ -273,26 +291,7 @@ fn calibration_sysctls(sysctls: &[(String, String)]) -> Vec<(String, String)> {
 /// time per access in that phase (`cpu_ms` / `accesses` over its instances), in ns, which the
 /// 1 GHz stand-in charges as cycles.
 pub fn phase_gaps(cfg: &Config, lines: &[String]) -> Vec<String> {
-    let mut per_name: Vec<(String, f64, u64)> = Vec::new();
-    for line in lines {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let (Some(name), Some(cpu), Some(n)) = (
-            v.get("phase").and_then(|x| x.as_str()),
-            v.get("cpu_ms").and_then(|x| x.as_f64()),
-            v.get("accesses").and_then(|x| x.as_u64()),
-        ) else {
-            continue;
-        };
-        match per_name.iter_mut().find(|p| p.0 == name) {
-            Some(p) => {
-                p.1 += cpu;
-                p.2 += n;
-            }
-            None => per_name.push((name.to_string(), cpu, n)),
-        }
-    }
+    let per_name = calibrate::guest_cost_per_access(lines);
     let phases = cfg
         .workload
         .get("phases")

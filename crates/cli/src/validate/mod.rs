@@ -2,6 +2,7 @@
 //! it with the simulator. `guest` boots the kernel on a machine mirroring the scenario's and
 //! runs a program in it; `cpio` writes the initramfs it boots from.
 
+pub mod calibrate;
 pub mod command;
 pub mod cpio;
 pub mod guest;

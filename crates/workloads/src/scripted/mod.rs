@@ -4,11 +4,18 @@
 //! Program shape (every thread runs the same program; phases are sequential, like C programs
 //! separated by pthread barriers):
 //!
-//! 1. thread 0 maps every region (`Op::Mmap`), then every thread emits `Op::Barrier`;
-//! 2. for each phase instance, every *participating* thread emits `Mark(Phase(id))`, the phase's
-//!    ops and `Mark(Work(n))` (n = its accesses in that phase, omitted when 0); then *every*
-//!    thread emits `Op::Barrier`;
-//! 3. every thread emits `Op::Exit`.
+//! 0. as in the C program (`c_program`), a main thread maps every region (`Op::Mmap`), starts
+//!    the workers and waits for them in pthread_join (`Op::Barrier`, `Op::Join`): it is the
+//!    process's first thread, so the workers are `CLONE_VM` threads to NUMA balancing
+//!    (init_numa_balancing), and it counts in the process's thread count (vma_is_accessed);
+//! 1. every worker emits `Op::Barrier` (the regions exist);
+//! 2. for each phase instance, every *participating* worker emits `Mark(Phase(id))`, the
+//!    phase's ops and `Mark(Work(n))` (n = its accesses in that phase, omitted when 0); then
+//!    *every* worker emits `Op::Barrier`;
+//! 3. every worker emits `Op::Exit`; then the main thread returns from the join and exits.
+//!
+//! Thread indices in the scenario (`threads = [0]`, `placement`) name workers; the main thread
+//! is the simulator's thread 0, so worker `t` is simulator thread `t + 1`.
 //!
 //! The phase list runs in definition order, `loops` times. A `[[workload.loop]]` entry repeats a
 //! list of phases (by name) `times` times; the group runs at the position of its earliest
@@ -28,6 +35,7 @@ mod loops;
 mod phase_keys;
 mod phases;
 mod plan;
+mod process_image;
 mod regions;
 mod stream;
 #[cfg(test)]
@@ -37,7 +45,9 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use tierlab::config::ConfigError;
-use tierlab::workload::{FileSpec, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload};
+use tierlab::workload::{
+    FileSpec, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+};
 
 use config::PlacementCfg;
 use plan::Program;
@@ -154,13 +164,27 @@ pub fn build(
             backing: r.backing,
         })
         .collect();
+    let region_pages = regions.iter().map(|r| r.pages).sum();
+    let image = process_image::ProcessImage::new(files.len() as u32, nthreads, region_pages);
+    let mut files = files;
+    files.push(image.file.clone());
     let prog = Arc::new(Program {
         prologue,
+        worker_start: (0..nthreads).map(|t| image.worker_ops(t)).collect(),
         phases: phases.plans,
         steps,
         loops: cfg.loops,
     });
-    let threads = placements
+    let mut main_ops = image.main_ops();
+    main_ops.extend_from_slice(&prog.prologue);
+    main_ops.extend(image.thread_ops());
+    main_ops.extend([Op::Barrier, Op::Join, Op::Exit]);
+    let main = ThreadSpec {
+        process: 0,
+        placement: Placement::Spread,
+        stream: Box::new(OpList::new(main_ops)),
+    };
+    let workers = placements
         .into_iter()
         .enumerate()
         .map(|(t, placement)| ThreadSpec {
@@ -168,8 +192,8 @@ pub fn build(
             placement,
             stream: Box::new(Stream::new(Arc::clone(&prog), t as u32, seed))
                 as Box<dyn ThreadStream>,
-        })
-        .collect();
+        });
+    let threads = std::iter::once(main).chain(workers).collect();
     Ok(Workload {
         name: cfg.name.unwrap_or_else(|| "scripted".to_string()),
         work_unit: "accesses".to_string(),

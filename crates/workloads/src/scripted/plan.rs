@@ -96,8 +96,10 @@ pub(super) struct Step {
 }
 
 pub(super) struct Program {
-    /// Thread 0's mmaps of every region.
+    /// The main thread's mmaps of every region.
     pub prologue: Vec<Op>,
+    /// What each worker does first (touch its stack).
+    pub worker_start: Vec<Vec<Op>>,
     pub phases: Vec<PhasePlan>,
     pub steps: Vec<Step>,
     /// Repetitions of the whole step list.

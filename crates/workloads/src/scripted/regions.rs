@@ -13,8 +13,8 @@ use super::{Keyed, PAGE};
 /// First region address; regions are 2 MiB aligned with at least 2 MiB between them.
 pub(super) const BASE: u64 = 0x1000_0000;
 pub(super) const ALIGN: u64 = 2 << 20;
-/// Regions end below 2^44 (the simulator's address limit).
-const LIMIT: u64 = 1 << 44;
+/// Regions end below the stacks at the top of the simulated address space (2^44).
+const LIMIT: u64 = super::process_image::REGIONS_END;
 
 /// Lay the regions out in definition order; `nodes` is the machine's node count.
 pub(super) fn lay_out(
@@ -92,7 +92,10 @@ pub(super) fn lay_out(
         let start = next;
         let end = start + pages * PAGE;
         if end > LIMIT {
-            return Err(e.at(key(field), "regions do not fit below 2^44"));
+            return Err(e.at(
+                key(field),
+                format!("regions do not fit below {LIMIT:#x} (the stacks are above)"),
+            ));
         }
         next = (end + ALIGN).div_ceil(ALIGN) * ALIGN;
         regions.push(Region {

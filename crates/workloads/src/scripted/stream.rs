@@ -113,10 +113,9 @@ impl ThreadStream for Stream {
         let prog = Arc::clone(&self.prog);
         let target = out.len() + CHUNK;
         if !self.started {
-            if self.tid == 0 {
-                out.extend_from_slice(&prog.prologue);
-            }
+            // Workers start once the main thread has mapped the regions.
             out.push(Op::Barrier);
+            out.extend_from_slice(&prog.worker_start[self.tid as usize]);
             self.started = true;
         }
         while out.len() < target {

@@ -4,6 +4,7 @@ use tierlab::config::ConfigError;
 use tierlab::workload::{advice, prot, Backing, Mark, Op, Placement, ThreadStream, Workload};
 
 use super::build;
+use super::process_image::REGIONS_END;
 use super::regions::{ALIGN, BASE};
 use super::stream::CHUNK;
 use super::PAGE;
@@ -33,8 +34,23 @@ fn drain(s: &mut dyn ThreadStream) -> Vec<Op> {
     }
 }
 
+/// Worker `t`'s ops (the simulator's thread `t + 1`: thread 0 is the main thread), without
+/// the two stores to its stack it starts with.
 fn ops(w: &mut Workload, t: usize) -> Vec<Op> {
-    drain(w.threads[t].stream.as_mut())
+    let mut o = drain(w.threads[t + 1].stream.as_mut());
+    assert_eq!(o[0], Op::Barrier);
+    for x in o.drain(1..3) {
+        assert!(
+            matches!(x, Op::Store(a) if a >= REGIONS_END),
+            "a worker first touches its stack, above the regions: {x:?}"
+        );
+    }
+    o
+}
+
+/// The main thread's ops: the regions' mmaps, then it waits for the workers.
+fn main_ops(w: &mut Workload) -> Vec<Op> {
+    drain(w.threads[0].stream.as_mut())
 }
 
 fn accesses(ops: &[Op]) -> Vec<Op> {
@@ -62,17 +78,25 @@ fn touch_sequential_exact_sequence() {
     assert_eq!(w.regions.len(), 1);
     assert_eq!(w.regions[0].start, BASE);
     assert_eq!(w.regions[0].len, 8 * PAGE);
+    let m = main_ops(&mut w);
+    let region = Op::Mmap {
+        addr: BASE,
+        len: 8 * PAGE,
+        prot: prot::READ | prot::WRITE,
+        backing: Backing::Anon,
+    };
+    assert_eq!(m.iter().filter(|o| **o == region).count(), 1);
+    assert_eq!(&m[m.len() - 3..], &[Op::Barrier, Op::Join, Op::Exit]);
+    // Everything else the main thread maps or touches is its process image, off the region.
+    for o in &m {
+        let a = match o {
+            Op::Mmap { addr, .. } | Op::Store(addr) => *addr,
+            _ => continue,
+        };
+        assert!(*o == region || !(BASE..REGIONS_END).contains(&a), "{o:?}");
+    }
     let o = ops(&mut w, 0);
-    let mut want = vec![
-        Op::Mmap {
-            addr: BASE,
-            len: 8 * PAGE,
-            prot: prot::READ | prot::WRITE,
-            backing: Backing::Anon,
-        },
-        Op::Barrier,
-        Op::Mark(Mark::Phase(0)),
-    ];
+    let mut want = vec![Op::Barrier, Op::Mark(Mark::Phase(0))];
     want.extend((0..8).map(|i| Op::Store(BASE + i * PAGE)));
     want.extend([Op::Mark(Mark::Work(8)), Op::Barrier, Op::Exit]);
     assert_eq!(o, want);
@@ -127,25 +151,37 @@ fn single_op_phases() {
          [[workload.phases]]\nkind = \"munmap\"\nregion = \"f\"\n\
          [[workload.phases]]\nkind = \"mmap\"\nregion = \"f\"\noffset_pages = 1\n"
     ));
-    assert_eq!(w.files.len(), 1);
+    // The region's file, then the program's (its text and data mappings).
+    assert_eq!(w.files.len(), 2);
     assert_eq!(w.files[0].pages, 4);
+    assert_eq!(w.files[1].name, "program");
     let f = w.regions[1].start;
     assert!(f >= BASE + 8 * PAGE + ALIGN);
     assert_eq!(f % ALIGN, 0);
+    let m = main_ops(&mut w);
+    let first_region = m
+        .iter()
+        .position(|o| matches!(o, Op::Mmap { addr, .. } if *addr == BASE))
+        .expect("the region is mapped");
+    assert_eq!(
+        m[first_region..first_region + 2],
+        [
+            Op::Mmap {
+                addr: BASE,
+                len: 8 * PAGE,
+                prot: 3,
+                backing: Backing::Anon,
+            },
+            Op::Mmap {
+                addr: f,
+                len: 4 * PAGE,
+                prot: prot::READ,
+                backing: Backing::File { file: 0, pgoff: 0 },
+            },
+        ]
+    );
     let o = ops(&mut w, 0);
     let want = vec![
-        Op::Mmap {
-            addr: BASE,
-            len: 8 * PAGE,
-            prot: 3,
-            backing: Backing::Anon,
-        },
-        Op::Mmap {
-            addr: f,
-            len: 4 * PAGE,
-            prot: prot::READ,
-            backing: Backing::File { file: 0, pgoff: 0 },
-        },
         Op::Barrier,
         Op::Mark(Mark::Phase(0)),
         Op::Madvise {
@@ -214,7 +250,9 @@ fn participants_and_barriers() {
          [[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 5\n\
          [[workload.phases]]\nkind = \"sleep\"\nms = 1\nthreads = [1, 2]\n"
     ));
-    assert_eq!(w.threads[2].placement, Placement::Pinned(2));
+    assert_eq!(w.threads.len(), 4, "main + 3 workers");
+    assert_eq!(w.threads[0].placement, Placement::Spread);
+    assert_eq!(w.threads[3].placement, Placement::Pinned(2));
     let per: Vec<Vec<Op>> = (0..3).map(|t| ops(&mut w, t)).collect();
     for (t, o) in per.iter().enumerate() {
         let barriers = o.iter().filter(|x| **x == Op::Barrier).count();
@@ -232,10 +270,7 @@ fn participants_and_barriers() {
         };
         assert_eq!(marks, want, "thread {t}");
         assert_eq!(accesses(o).len(), if t == 0 { 13 } else { 5 });
-        assert_eq!(
-            o.iter().filter(|x| matches!(x, Op::Mmap { .. })).count(),
-            (t == 0) as usize
-        );
+        assert!(!o.iter().any(|x| matches!(x, Op::Mmap { .. } | Op::Join)));
         assert_eq!(o.last(), Some(&Op::Exit));
     }
 }
@@ -284,7 +319,7 @@ fn long_loops_are_lazy() {
          [[workload.phases]]\nname = \"t\"\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n\
          [[workload.phases]]\nname = \"p\"\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"pageout\"\n\
          [[workload.loop]]\ntimes = 10000\nphases = [\"t\", \"p\"]\n");
-    let s = w.threads[0].stream.as_mut();
+    let s = w.threads[1].stream.as_mut();
     let mut out = Vec::new();
     let mut total = 0usize;
     let mut calls = 0;
@@ -298,8 +333,9 @@ fn long_loops_are_lazy() {
         total += out.len();
         calls += 1;
     }
-    // 10 000 × (mark + 256 stores + work + barrier + mark + madvise + barrier) + prologue + exit.
-    assert_eq!(total, 10_000 * 262 + 3);
+    // 10 000 × (mark + 256 stores + work + barrier + mark + madvise + barrier) + barrier,
+    // two stack stores and exit.
+    assert_eq!(total, 10_000 * 262 + 4);
     assert!(calls > 2000);
 }
 
