@@ -1,14 +1,19 @@
-//! The stand-in's run time per touched page, measured on the guest.
+//! How fast the guest runs kernel code, measured on the guest.
 //!
-//! A `touch` phase's run time is mostly page faults. Under TCG a fault costs the guest more
-//! instructions than the cost table's hardware figures (hot_4t's fill: 10.5 µs per page on
-//! the guest, 4.3 µs in the stand-in), and NUMA balancing paces its scanner by run time, so a
-//! fill that is too fast moves every later scan. The calibration run (NUMA balancing and
-//! demotion off) reports each phase's CPU time; the same configuration simulated on the
-//! stand-in gives tierlab's own time per page; the difference is charged as the phase's
-//! `gap_cycles` (1 ns = 1 cycle at 1 GHz). Both sides are measurements, not a fit.
+//! Under TCG the guest executes one instruction per virtual nanosecond, so kernel paths cost
+//! it what their instruction counts say, not what the cost table's hardware figures say:
+//! hot_4t's fill faults cost the guest 10.5 µs per page against 4.3 µs in a stand-in with
+//! hardware costs. NUMA balancing paces its scanner by run time (and pushes a task's next
+//! scan by 32× the scan's own run time), kswapd's speed gates promotion, so the stand-in must
+//! run kernel code at the guest's speed. The calibration run (NUMA balancing and demotion
+//! off) reports each `touch` phase's CPU time, which is almost all page faults; the same
+//! configuration simulated on the stand-in gives tierlab's time for the same faults; their
+//! ratio scales every kernel-side cost of the stand-in's cost table (`kernel_cost_sets`).
+//! Hardware costs (TLB walks, A/D-bit assists, I/O) are left alone. One measured ratio, not
+//! a fit to the counters being compared.
 
 use serde_json::Value;
+use tierlab::cost::CostTable;
 use tierlab::Config;
 use toml::Value as TomlValue;
 
@@ -50,14 +55,14 @@ fn participants(cfg: &Config, p: &TomlValue) -> u64 {
     }
 }
 
-/// `--set workload.phases.N.gap_cycles=G` for each named `touch` phase: G is the guest's run
-/// time per page minus the stand-in's (`sim_phases`: the stand-in's run of the calibration
-/// configuration, as (name, duration_us, accesses)); nothing when the stand-in is not faster.
-pub fn touch_gaps(
+/// The guest's run time per touched page over the stand-in's, over every named `touch`
+/// phase (`sim_phases`: the stand-in's run of the calibration configuration, as (name,
+/// duration_us, accesses)); None without a touch phase measured on both sides.
+pub fn kernel_speed_ratio(
     cfg: &Config,
     guest_lines: &[String],
     sim_phases: &[(String, f64, u64)],
-) -> Vec<String> {
+) -> Option<f64> {
     let guest = guest_cost_per_access(guest_lines);
     let phases = cfg
         .workload
@@ -65,8 +70,8 @@ pub fn touch_gaps(
         .and_then(|p| p.as_array())
         .cloned()
         .unwrap_or_default();
-    let mut sets = Vec::new();
-    for (i, p) in phases.iter().enumerate() {
+    let (mut guest_ns, mut sim_ns) = (0.0, 0.0);
+    for p in &phases {
         let kind = p.get("kind").and_then(|k| k.as_str());
         let name = p.get("name").and_then(|k| k.as_str());
         let (Some("touch"), Some(name)) = (kind, name) else {
@@ -81,14 +86,48 @@ pub fn touch_gaps(
         if *n == 0 || *sim_n == 0 {
             continue;
         }
-        let guest_ns = cpu_ms * 1e6 / *n as f64;
+        guest_ns += cpu_ms * 1e6 / *n as f64 * *sim_n as f64;
         // An unpaced touch phase runs all the time: its run time is duration × threads.
-        let sim_ns = dur_us * 1e3 * participants(cfg, p) as f64 / *sim_n as f64;
-        let gap = (guest_ns - sim_ns).round();
-        if gap >= 1.0 {
-            sets.push(format!("workload.phases.{i}.gap_cycles={gap}"));
-        }
+        sim_ns += dur_us * 1e3 * participants(cfg, p) as f64;
     }
+    (sim_ns > 0.0 && guest_ns > 0.0).then(|| guest_ns / sim_ns)
+}
+
+/// `--set cost.X=...` scaling every kernel-side cost of `cost` by `ratio` (a copy bandwidth
+/// is divided by it).
+pub fn kernel_cost_sets(cost: &CostTable, ratio: f64) -> Vec<String> {
+    let c = cost;
+    let cycles: [(&str, u32); 21] = [
+        ("anon_fault_cycles", c.anon_fault_cycles),
+        ("file_minor_fault_cycles", c.file_minor_fault_cycles),
+        ("wp_fault_cycles", c.wp_fault_cycles),
+        ("clear_page_cycles", c.clear_page_cycles),
+        ("pcp_alloc_cycles", c.pcp_alloc_cycles),
+        ("pcp_free_cycles", c.pcp_free_cycles),
+        ("zone_lock_base_cycles", c.zone_lock_base_cycles),
+        ("zone_lock_per_page_cycles", c.zone_lock_per_page_cycles),
+        ("reclaim_scan_cycles", c.reclaim_scan_cycles),
+        ("reclaim_free_cycles", c.reclaim_free_cycles),
+        ("ipi_send_cycles", c.ipi_send_cycles),
+        ("ipi_send_per_cpu_cycles", c.ipi_send_per_cpu_cycles),
+        ("ipi_receive_cycles", c.ipi_receive_cycles),
+        ("invlpg_cycles", c.invlpg_cycles),
+        ("full_flush_cycles", c.full_flush_cycles),
+        ("context_switch_cycles", c.context_switch_cycles),
+        ("syscall_cycles", c.syscall_cycles),
+        ("pte_update_cycles", c.pte_update_cycles),
+        ("migrate_page_cycles", c.migrate_page_cycles),
+        ("numa_hint_fault_cycles", c.numa_hint_fault_cycles),
+        ("numa_scan_pte_cycles", c.numa_scan_pte_cycles),
+    ];
+    let mut sets: Vec<String> = cycles
+        .iter()
+        .map(|(k, v)| format!("cost.{k}={}", (*v as f64 * ratio).round() as u64))
+        .collect();
+    sets.push(format!(
+        "cost.migrate_copy_gbps={}",
+        c.migrate_copy_gbps / ratio
+    ));
     sets
 }
 
@@ -130,32 +169,53 @@ count = 10
     }
 
     #[test]
-    fn touch_phases_get_the_guests_extra_run_time_per_page() {
+    fn the_ratio_weighs_every_touch_phase_by_its_pages() {
         let guest = vec![
             r#"{"phase":"fill","accesses":1000,"cpu_ms":10.0}"#.to_string(),
             r#"{"phase":"both","accesses":2000,"cpu_ms":8.0}"#.to_string(),
             r#"{"phase":"reads","accesses":10,"cpu_ms":1.0}"#.to_string(),
         ];
-        // fill: guest 10 µs/page, stand-in 4 µs → 6,000. both: two threads for 2 ms over
-        // 2,000 pages is 2 µs/page in the stand-in, 4 µs on the guest → 2,000.
+        // Guest: 10 ms + 8 ms for the touches. Stand-in: fill 4 ms on one thread, both 2 ms
+        // on two threads (4 ms of run time); the random phase does not count. 18 / 8.
         let sim = vec![
             ("fill".to_string(), 4000.0, 1000),
             ("both".to_string(), 2000.0, 2000),
             ("reads".to_string(), 5.0, 10),
         ];
-        assert_eq!(
-            touch_gaps(&cfg(), &guest, &sim),
-            vec![
-                "workload.phases.0.gap_cycles=6000".to_string(),
-                "workload.phases.1.gap_cycles=2000".to_string(),
-            ]
-        );
+        let r = kernel_speed_ratio(&cfg(), &guest, &sim).unwrap();
+        assert!((r - 2.25).abs() < 1e-12, "{r}");
+        assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[2..]), None);
     }
 
     #[test]
-    fn a_stand_in_slower_than_the_guest_gets_nothing() {
-        let guest = vec![r#"{"phase":"fill","accesses":1000,"cpu_ms":1.0}"#.to_string()];
-        let sim = vec![("fill".to_string(), 4000.0, 1000)];
-        assert!(touch_gaps(&cfg(), &guest, &sim).is_empty());
+    fn kernel_costs_scale_and_hardware_costs_do_not() {
+        let base = CostTable::default();
+        let sets = kernel_cost_sets(&base, 2.0);
+        let get = |k: &str| {
+            sets.iter()
+                .find_map(|s| s.strip_prefix(&format!("cost.{k}=")))
+                .map(|v| v.to_string())
+        };
+        assert_eq!(
+            get("anon_fault_cycles"),
+            Some((base.anon_fault_cycles * 2).to_string())
+        );
+        assert_eq!(
+            get("numa_scan_pte_cycles"),
+            Some((base.numa_scan_pte_cycles * 2).to_string())
+        );
+        assert_eq!(
+            get("migrate_copy_gbps"),
+            Some((base.migrate_copy_gbps / 2.0).to_string())
+        );
+        assert_eq!(get("page_walk_cycles"), None);
+        assert_eq!(get("accessed_bit_cycles"), None);
+        // Every set names a real key of the cost table.
+        let mut t = toml::Table::new();
+        for s in &sets {
+            let (k, v) = s.strip_prefix("cost.").unwrap().split_once('=').unwrap();
+            t.insert(k.into(), toml::Value::Float(v.parse().unwrap()));
+        }
+        assert!(t.len() == sets.len());
     }
 }

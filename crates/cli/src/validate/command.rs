@@ -59,6 +59,10 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
     let mut s: Vec<(String, String)> = vec![
         // tierlab models the classic two-list LRU and no THP; the guest must match.
         ("/sys/kernel/mm/lru_gen/enabled".into(), "n".into()),
+        // tierlab has no migratetypes, so no watermark boost (steal_suitable_fallback →
+        // boost_watermark → kswapd woken from rmqueue); with it, the guest's kswapd demotes
+        // during a fill that only falls back to the slow node in tierlab.
+        ("/proc/sys/vm/watermark_boost_factor".into(), "0".into()),
         (
             "/sys/kernel/mm/transparent_hugepage/enabled".into(),
             "never".into(),
@@ -126,6 +130,9 @@ pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<
     let mut sets = vec![
         "machine.cpu_ghz=1.0".to_string(),
         "machine.mlp=1.0".to_string(),
+        // TCG sets Accessed and Dirty bits in its software page walk: no microcode assist.
+        "cost.accessed_bit_cycles=0".to_string(),
+        "cost.dirty_bit_cycles=0".to_string(),
     ];
     for n in 0..cfg.machine.nodes.len() {
         sets.push(format!(
@@ -200,7 +207,7 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
     let mut gaps = phase_gaps(&cfg, &calib.stdout_lines);
-    // The fill phases: the guest's time per page beyond the stand-in's own.
+    // The fill phases: how much slower the guest's page faults are than the cost table's.
     let mut calib_sets = gaps.clone();
     calib_sets.extend([
         "kernel.numa_balancing=0".into(),
@@ -212,11 +219,10 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         .iter()
         .map(|p| (p.name.clone(), p.duration_us, p.accesses))
         .collect();
-    gaps.extend(calibrate::touch_gaps(
-        &cfg,
-        &calib.stdout_lines,
-        &sim_phases,
-    ));
+    if let Some(r) = calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases) {
+        eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
+        gaps.extend(calibrate::kernel_cost_sets(&cfg.cost, r));
+    }
     for g in &gaps {
         eprintln!("tierlab: stand-in charges {g}");
     }
@@ -409,6 +415,7 @@ mod tests {
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("2"));
         assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("true"));
         assert_eq!(get("/sys/kernel/mm/lru_gen/enabled"), Some("n"));
+        assert_eq!(get("/proc/sys/vm/watermark_boost_factor"), Some("0"));
         // numa_balancing is written last, once the scanner's knobs are in place.
         assert_eq!(
             s.last().map(|x| x.0.as_str()),
