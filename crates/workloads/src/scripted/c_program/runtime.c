@@ -862,6 +862,9 @@ static void sb_counts(struct sb *b, const uint64_t *counts, int width)
 	sb_printf(b, "]");
 }
 
+/* Per-zone free pages and watermarks of a zoneinfo text as JSON (zoneinfo.c, after the tables). */
+static void sb_zoneinfo(struct sb *b, const char *text);
+
 /* One sample line; returns how long it took (ns). */
 static uint64_t sample(void)
 {
@@ -934,8 +937,17 @@ static uint64_t sample(void)
 		l = l ? l + 1 : NULL;
 	}
 	free(irq);
+	/* TIERLAB_ZONEINFO names another file in zoneinfo's format (the tests' sample text). */
+	const char *zpath = getenv("TIERLAB_ZONEINFO");
+	char *zi = read_file(zpath && *zpath ? zpath : "/proc/zoneinfo");
+	sb_printf(&b, "],\"zones\":");
+	if (zi)
+		sb_zoneinfo(&b, zi);
+	else
+		sb_printf(&b, "null");
+	free(zi);
 	uint64_t span = now_ns() - t;
-	sb_printf(&b, "],\"span_ms\":%.3f}", (double)span / 1e6);
+	sb_printf(&b, ",\"span_ms\":%.3f}", (double)span / 1e6);
 	emit(b.s);
 	free(b.s);
 	return span;
