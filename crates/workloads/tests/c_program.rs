@@ -669,7 +669,11 @@ fn samples_carry_the_populated_zones_of_zoneinfo() {
     let exe = zone_sampler(&dir.0);
     let text = dir.0.join("zoneinfo.txt");
     std::fs::write(&text, ZONEINFO_6_12).unwrap();
-    let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_ZONEINFO", text.to_str().unwrap())]);
+    let (code, lines) = run(
+        &exe,
+        &dir.0,
+        &[("TIERLAB_ZONEINFO", text.to_str().unwrap())],
+    );
     assert_eq!(code, 0, "{lines:?}");
     let (_, samples) = split(&lines);
     assert!(!samples.is_empty());
@@ -693,7 +697,11 @@ fn samples_carry_the_populated_zones_of_zoneinfo() {
     assert_eq!(samples[0]["zones"][0]["promo"], Value::Null);
     assert_eq!(samples[0]["zones"][0]["high"], 43);
     let missing = dir.0.join("none.txt");
-    let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_ZONEINFO", missing.to_str().unwrap())]);
+    let (code, lines) = run(
+        &exe,
+        &dir.0,
+        &[("TIERLAB_ZONEINFO", missing.to_str().unwrap())],
+    );
     assert_eq!(code, 0, "{lines:?}");
     let (_, samples) = split(&lines);
     assert_eq!(samples[0]["zones"], Value::Null);
