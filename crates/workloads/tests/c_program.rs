@@ -654,11 +654,17 @@ size_mib = 1
 [[workload.phases]]
 name = "wait"
 kind = "sleep"
-ms = 12
+ms = 30
 "#;
     let c = generate(&workload(src), "t.toml", 1, &opts(2, 1)).unwrap();
     compile(dir, "zones", &c)
 }
+
+/// `/proc/buddyinfo` for the same zones (free blocks of order 0 to 10): 3 + 2·2 + 1·4 + 1·1024
+/// = 1035 pages in DMA, 1 + 1·1024 = 1025 in node 0's DMA32; node 1's DMA32 is not listed.
+const BUDDYINFO_6_12: &str = "Node 0, zone      DMA      3      2      1      0      0      0      0      0      0      0      1 
+Node 0, zone    DMA32      1      0      0      0      0      0      0      0      0      0      1 
+";
 
 #[test]
 fn samples_carry_the_populated_zones_of_zoneinfo() {
@@ -667,26 +673,35 @@ fn samples_carry_the_populated_zones_of_zoneinfo() {
         return;
     }
     let exe = zone_sampler(&dir.0);
-    let text = dir.0.join("zoneinfo.txt");
-    std::fs::write(&text, ZONEINFO_6_12).unwrap();
-    let (code, lines) = run(
-        &exe,
-        &dir.0,
-        &[("TIERLAB_ZONEINFO", text.to_str().unwrap())],
-    );
+    let (zi, bi) = (dir.0.join("zoneinfo.txt"), dir.0.join("buddyinfo.txt"));
+    std::fs::write(&zi, ZONEINFO_6_12).unwrap();
+    std::fs::write(&bi, BUDDYINFO_6_12).unwrap();
+    let env = [
+        ("TIERLAB_ZONEINFO", zi.to_str().unwrap()),
+        ("TIERLAB_BUDDYINFO", bi.to_str().unwrap()),
+    ];
+    let (code, lines) = run(&exe, &dir.0, &env);
     assert_eq!(code, 0, "{lines:?}");
     let (_, samples) = split(&lines);
-    assert!(!samples.is_empty());
-    let expected = serde_json::json!([
-        {"node": 0, "zone": "DMA", "free": 3584, "min": 29, "low": 36, "high": 43,
-         "promo": 50, "managed": 3840, "protection": [0, 181, 181, 181, 181]},
-        {"node": 0, "zone": "DMA32", "free": 41000, "min": 1229, "low": 1536, "high": 1843,
-         "promo": 2150, "managed": 46473, "protection": [0, 0, 0, 0, 0]},
-        {"node": 1, "zone": "DMA32", "free": 130000, "min": 2800, "low": 3500, "high": 4200,
-         "promo": 4900, "managed": 131000, "protection": [0, 0, 0, 0, 0]},
-    ]);
-    for s in &samples {
-        assert_eq!(s["zones"], expected, "{s}");
+    assert!(samples.len() >= 3, "{} samples", samples.len());
+    let zones = |free: [Value; 3]| {
+        let [a, b, c] = free;
+        serde_json::json!([
+            {"node": 0, "zone": "DMA", "free": a, "min": 29, "low": 36, "high": 43,
+             "promo": 50, "managed": 3840, "protection": [0, 181, 181, 181, 181]},
+            {"node": 0, "zone": "DMA32", "free": b, "min": 1229, "low": 1536, "high": 1843,
+             "promo": 2150, "managed": 46473, "protection": [0, 0, 0, 0, 0]},
+            {"node": 1, "zone": "DMA32", "free": c, "min": 2800, "low": 3500, "high": 4200,
+             "promo": 4900, "managed": 131000, "protection": [0, 0, 0, 0, 0]},
+        ])
+    };
+    // The first and the last sample read zoneinfo; those between, buddyinfo's free pages.
+    let full = zones([3584.into(), 41000.into(), 130000.into()]);
+    assert_eq!(samples[0]["zones"], full);
+    assert_eq!(samples.last().unwrap()["zones"], full);
+    let between = zones([1035.into(), 1025.into(), Value::Null]);
+    for s in &samples[1..samples.len() - 1] {
+        assert_eq!(s["zones"], between, "{s}");
     }
 
     // A kernel without the promo line, and a file that cannot be read.
@@ -704,7 +719,7 @@ fn samples_carry_the_populated_zones_of_zoneinfo() {
     );
     assert_eq!(code, 0, "{lines:?}");
     let (_, samples) = split(&lines);
-    assert_eq!(samples[0]["zones"], Value::Null);
+    assert!(samples.iter().all(|s| s["zones"] == Value::Null));
 }
 
 #[test]
@@ -722,6 +737,12 @@ fn the_hosts_zoneinfo_parses() {
     let (_, samples) = split(&lines);
     let zones = samples[0]["zones"].as_array().expect("zones");
     assert!(zones.iter().any(|z| z["node"] == 0), "{zones:?}");
+    // Between the first and last sample the free pages come from the host's buddyinfo.
+    for s in &samples[1..] {
+        for z in s["zones"].as_array().expect("zones") {
+            assert!(z["free"].is_u64(), "{z}");
+        }
+    }
     for z in zones {
         let get = |k: &str| z[k].as_u64().unwrap_or_else(|| panic!("{k} in {z}"));
         assert!(get("min") <= get("low") && get("low") <= get("high"), "{z}");

@@ -50,7 +50,10 @@
 //!   - `zones`: per node and populated zone of `/proc/zoneinfo`, `{"node":0,"zone":"DMA32",
 //!     "free":..,"min":..,"low":..,"high":..,"promo":..,"managed":..,"protection":[..]}` (pages;
 //!     a line the kernel does not print is `null`; `protection` is `lowmem_reserve`); `null`
-//!     when the file cannot be read. `TIERLAB_ZONEINFO=FILE` reads FILE instead.
+//!     when the file cannot be read. Zoneinfo is read at the first and last sample only (the
+//!     kernel prints it under each zone's lock with interrupts off, which perturbed the guest);
+//!     between them `free` comes from `/proc/buddyinfo` and the rest is the first read's.
+//!     `TIERLAB_ZONEINFO=FILE` and `TIERLAB_BUDDYINFO=FILE` read FILE instead.
 //! - Phase instance ended (printed by the thread the barrier elects, after the barrier, in
 //!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024,
 //!   "cpu_ms":12.5}`; `cpu_ms` is the CPU time (user + system, the kernel's
