@@ -39,6 +39,8 @@ pub struct ZoneSample {
     pub high: Option<u64>,
     pub promo: Option<u64>,
     pub managed: Option<u64>,
+    /// Pages on the per-CPU lists (not in `free`); only where zoneinfo was read.
+    pub pcp: Option<u64>,
     /// lowmem_reserve: the pages this zone keeps back from allocations aimed at zone i.
     pub protection: Vec<u64>,
 }
@@ -66,6 +68,7 @@ fn parse_zones(v: &Value) -> Vec<ZoneSample> {
                 high: num("high"),
                 promo: num("promo"),
                 managed: num("managed"),
+                pcp: num("pcp"),
                 protection: z
                     .get("protection")
                     .and_then(Value::as_array)
@@ -353,34 +356,52 @@ fn summary_indices(n: usize) -> Vec<usize> {
     v
 }
 
-/// The real kernel's zones (free pages, watermarks, the largest lowmem_reserve) at the start,
-/// middle and end samples, each followed by tierlab's single zone per node at the nearest
-/// simulated time; empty when the samples carry no zones.
+/// The real kernel's zones (free pages, per-CPU pages where zoneinfo was read, watermarks, the
+/// largest lowmem_reserve) at the start, middle and end samples, each followed by tierlab's
+/// single zone per node at the nearest simulated time; empty when the samples carry no zones.
 pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
     if real.iter().all(|s| s.zones.is_empty()) {
         return String::new();
     }
     let opt = |x: Option<u64>| x.map_or("-".to_string(), |v| v.to_string());
+    let row = |t: String, name: String, cells: [String; 7]| {
+        let [free, pcp, min, high, promo, managed, prot] = cells;
+        format!(
+            "{t:>10}  {name:<16}{free:>9}{pcp:>7}{min:>7}{high:>7}{promo:>7}{managed:>9}{prot:>12}\n"
+        )
+    };
     let mut s = String::from(
         "\nzones (pages): the real kernel's /proc/zoneinfo, then tierlab's one zone per node\n",
     );
-    s.push_str(&format!(
-        "{:>10}  {:<16}{:>9}{:>8}{:>8}{:>8}{:>10}{:>12}\n",
-        "t (ms)", "node zone", "free", "min", "high", "promo", "managed", "protection"
+    s.push_str(&row(
+        "t (ms)".into(),
+        "node zone".into(),
+        [
+            "free",
+            "pcp",
+            "min",
+            "high",
+            "promo",
+            "managed",
+            "protection",
+        ]
+        .map(String::from),
     ));
     for i in summary_indices(real.len()) {
         let r = &real[i];
         for z in &r.zones {
-            s.push_str(&format!(
-                "{:>10.0}  {:<16}{:>9}{:>8}{:>8}{:>8}{:>10}{:>12}\n",
-                r.t_ms,
+            s.push_str(&row(
+                format!("{:.0}", r.t_ms),
                 format!("{} {}", z.node, z.zone),
-                opt(z.free),
-                opt(z.min),
-                opt(z.high),
-                opt(z.promo),
-                opt(z.managed),
-                z.protection.iter().max().copied().unwrap_or(0)
+                [
+                    opt(z.free),
+                    opt(z.pcp),
+                    opt(z.min),
+                    opt(z.high),
+                    opt(z.promo),
+                    opt(z.managed),
+                    z.protection.iter().max().copied().unwrap_or(0).to_string(),
+                ],
             ));
         }
         let nearest = sim
@@ -389,22 +410,33 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
             .min_by(|a, b| (a.t_ms - r.t_ms).abs().total_cmp(&(b.t_ms - r.t_ms).abs()));
         if let Some(p) = nearest {
             for (n, node) in sim.nodes.iter().enumerate() {
-                let free = p.nodes.get(n).map(|x| x.free);
                 let w = &node.watermarks;
-                s.push_str(&format!(
-                    "{:>10.0}  {:<16}{:>9}{:>8}{:>8}{:>8}{:>10}{:>12}\n",
-                    p.t_ms,
+                s.push_str(&row(
+                    format!("{:.0}", p.t_ms),
                     format!("{n} tierlab"),
-                    opt(free),
-                    w.min,
-                    w.high,
-                    w.promo,
-                    node.capacity_pages,
-                    "-"
+                    [
+                        // The timeline keeps free and per-CPU pages together.
+                        format!("{}*", opt(p.nodes.get(n).map(|x| x.free))),
+                        "*".into(),
+                        w.min.to_string(),
+                        w.high.to_string(),
+                        w.promo.to_string(),
+                        node.capacity_pages.to_string(),
+                        "-".into(),
+                    ],
                 ));
             }
         }
     }
+    s.push_str("* tierlab's timeline counts per-CPU pages as free; at the end of the run:");
+    for n in &sim.nodes {
+        s.push_str(&format!(
+            " node {} {} free + {} pcp;",
+            n.node, n.nr_free_pages, n.pcp_pages
+        ));
+    }
+    s.pop();
+    s.push('\n');
     s
 }
 

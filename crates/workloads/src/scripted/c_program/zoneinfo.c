@@ -4,9 +4,9 @@
  * /proc/zoneinfo is read at the first and the last sample only: the kernel prints it with each
  * zone's lock held and interrupts off (walk_zones_in_node), ~150 lines per zone, and reading
  * it every 100 ms changed the guest's NUMA balancing by 4x. The samples in between take each
- * zone's free pages from /proc/buddyinfo (one short line per zone) and keep the watermarks,
- * managed pages and protection of the last zoneinfo read, which only change on a sysctl
- * write or a watermark boost. */
+ * zone's free pages from /proc/buddyinfo (one short line per zone, no per-CPU list counts)
+ * and keep the watermarks, managed pages and protection of the last zoneinfo read, which
+ * only change on a sysctl write or a watermark boost. */
 
 /* Zones and lowmem_reserve entries kept (MAX_NR_ZONES is at most 6 upstream). */
 #define ZI_MAXZONES 64
@@ -17,6 +17,7 @@ struct zi_zone {
 	int node;
 	char name[32];
 	long long free, min, low, high, promo, present, managed;
+	long long pcp; /* pages on the per-CPU lists (the pagesets' counts), not in free */
 	long long prot[ZI_MAXPROT];
 	int nprot;
 };
@@ -29,7 +30,7 @@ static void zi_reset(struct zi_zone *z)
 {
 	memset(z, 0, sizeof *z);
 	z->node = -1;
-	z->free = z->min = z->low = z->high = z->promo = z->present = z->managed = -1;
+	z->free = z->min = z->low = z->high = z->promo = z->present = z->managed = z->pcp = -1;
 }
 
 /* Keep the zone if it is populated (present pages, or unknown) and there is room. */
@@ -91,9 +92,15 @@ static void zi_parse(const char *text)
 			in_pagesets = 0;
 			continue;
 		}
-		/* The per-CPU pagesets have "high:" lines of their own: stop looking there. */
-		if (z.node < 0 || in_pagesets)
+		if (z.node < 0)
 			continue;
+		/* The per-CPU pagesets have "high:" lines of their own: only their counts matter. */
+		if (in_pagesets) {
+			long long n = -1;
+			if (strncmp(p, "count:", 6) == 0 && zi_field(p, "count:", &n) && n >= 0)
+				z.pcp = (z.pcp < 0 ? 0 : z.pcp) + n;
+			continue;
+		}
 		if (strcmp(p, "pagesets") == 0) {
 			in_pagesets = 1;
 			continue;
@@ -127,7 +134,7 @@ static void zi_parse(const char *text)
 static void zi_buddy(const char *text)
 {
 	for (int i = 0; i < zi_count; i++)
-		zi_zones[i].free = -1;
+		zi_zones[i].free = zi_zones[i].pcp = -1;
 	char line[512];
 	for (const char *p; (p = zi_line(&text, line, sizeof line));) {
 		int node, at = 0;
@@ -196,6 +203,7 @@ static void sb_zones(struct sb *b, int full)
 		sb_opt(b, "high", z->high);
 		sb_opt(b, "promo", z->promo);
 		sb_opt(b, "managed", z->managed);
+		sb_opt(b, "pcp", z->pcp);
 		sb_printf(b, ",\"protection\":[");
 		for (int k = 0; k < z->nprot; k++)
 			sb_printf(b, "%s%lld", k ? "," : "", z->prot[k]);
