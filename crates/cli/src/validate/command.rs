@@ -347,7 +347,14 @@ fn run_seed(
         args.accel,
         sim_seconds + 3.0
     );
-    let out = guest::run(machine, run, &mut |line| eprintln!("  guest: {line}"))?;
+    let label = |e: String| {
+        if several {
+            format!("seed {seed}: {e}")
+        } else {
+            e
+        }
+    };
+    let out = guest::run(machine, run, &mut |line| eprintln!("  guest: {line}")).map_err(label)?;
     let expected: Vec<Option<u32>> = machine.expected_tiers().into_iter().map(Some).collect();
     if out.tiers() != expected {
         eprintln!(
@@ -373,7 +380,7 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
-    let sim = simulate(args, cfg, &out.nodes, &extra)?;
+    let sim = simulate(args, cfg, &out.nodes, &extra).map_err(label)?;
     let cmp = report::compare(&real, &sim, COUNTERS);
     if several {
         let off = cmp.counters.iter().filter(|c| !c.ok).count();
