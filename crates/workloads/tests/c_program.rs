@@ -684,29 +684,31 @@ fn samples_carry_the_populated_zones_of_zoneinfo() {
     assert_eq!(code, 0, "{lines:?}");
     let (_, samples) = split(&lines);
     assert!(samples.len() >= 3, "{} samples", samples.len());
-    let zones = |free: [Value; 3], pcp: [Value; 3]| {
-        let ([a, b, c], [pa, pb, pc]) = (free, pcp);
+    let zones = |free: [Value; 3], pcp: [Value; 3], pcp_high: [Value; 3]| {
+        let ([a, b, c], [pa, pb, pc], [ha, hb, hc]) = (free, pcp, pcp_high);
         serde_json::json!([
             {"node": 0, "zone": "DMA", "free": a, "min": 29, "low": 36, "high": 43,
-             "promo": 50, "managed": 3840, "pcp": pa, "protection": [0, 181, 181, 181, 181]},
+             "promo": 50, "managed": 3840, "pcp": pa, "pcp_high": ha,
+             "protection": [0, 181, 181, 181, 181]},
             {"node": 0, "zone": "DMA32", "free": b, "min": 1229, "low": 1536, "high": 1843,
-             "promo": 2150, "managed": 46473, "pcp": pb, "protection": [0, 0, 0, 0, 0]},
+             "promo": 2150, "managed": 46473, "pcp": pb, "pcp_high": hb,
+             "protection": [0, 0, 0, 0, 0]},
             {"node": 1, "zone": "DMA32", "free": c, "min": 2800, "low": 3500, "high": 4200,
-             "promo": 4900, "managed": 131000, "pcp": pc, "protection": [0, 0, 0, 0, 0]},
+             "promo": 4900, "managed": 131000, "pcp": pc, "pcp_high": hc,
+             "protection": [0, 0, 0, 0, 0]},
         ])
     };
-    // The first and the last sample read zoneinfo (with the pagesets' counts); those
-    // between, buddyinfo's free pages and no per-CPU counts.
+    // The first and the last sample read zoneinfo (with the pagesets' counts and highs);
+    // those between, buddyinfo's free pages and no per-CPU figures.
     let full = zones(
         [3584.into(), 41000.into(), 130000.into()],
         [0.into(), 51.into(), 0.into()],
+        [0.into(), 999.into(), 1234.into()],
     );
     assert_eq!(samples[0]["zones"], full);
     assert_eq!(samples.last().unwrap()["zones"], full);
-    let between = zones(
-        [1035.into(), 1025.into(), Value::Null],
-        [Value::Null, Value::Null, Value::Null],
-    );
+    let null = || [Value::Null, Value::Null, Value::Null];
+    let between = zones([1035.into(), 1025.into(), Value::Null], null(), null());
     for s in &samples[1..samples.len() - 1] {
         assert_eq!(s["zones"], between, "{s}");
     }

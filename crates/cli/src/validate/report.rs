@@ -41,6 +41,8 @@ pub struct ZoneSample {
     pub managed: Option<u64>,
     /// Pages on the per-CPU lists (not in `free`); only where zoneinfo was read.
     pub pcp: Option<u64>,
+    /// The per-CPU lists' high limits summed over CPUs; only where zoneinfo was read.
+    pub pcp_high: Option<u64>,
     /// lowmem_reserve: the pages this zone keeps back from allocations aimed at zone i.
     pub protection: Vec<u64>,
 }
@@ -69,6 +71,7 @@ fn parse_zones(v: &Value) -> Vec<ZoneSample> {
                 promo: num("promo"),
                 managed: num("managed"),
                 pcp: num("pcp"),
+                pcp_high: num("pcp_high"),
                 protection: z
                     .get("protection")
                     .and_then(Value::as_array)
@@ -367,7 +370,7 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
     let row = |t: String, name: String, cells: [String; 7]| {
         let [free, pcp, min, high, promo, managed, prot] = cells;
         format!(
-            "{t:>10}  {name:<16}{free:>9}{pcp:>7}{min:>7}{high:>7}{promo:>7}{managed:>9}{prot:>12}\n"
+            "{t:>10}  {name:<16}{free:>9}{pcp:>12}{min:>7}{high:>7}{promo:>7}{managed:>9}{prot:>12}\n"
         )
     };
     let mut s = String::from(
@@ -395,7 +398,10 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
                 format!("{} {}", z.node, z.zone),
                 [
                     opt(z.free),
-                    opt(z.pcp),
+                    match (z.pcp, z.pcp_high) {
+                        (None, None) => "-".into(),
+                        (c, h) => format!("{}/{}", opt(c), opt(h)),
+                    },
                     opt(z.min),
                     opt(z.high),
                     opt(z.promo),
@@ -430,8 +436,9 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
     }
     s.push_str("* tierlab's timeline counts per-CPU pages as free; at the end of the run:");
     for n in &sim.nodes {
+        let high: u64 = n.pageset.per_cpu.iter().map(|p| u64::from(p.high)).sum();
         s.push_str(&format!(
-            " node {} {} free + {} pcp;",
+            " node {} {} free + {} pcp (high {high});",
             n.node, n.nr_free_pages, n.pcp_pages
         ));
     }

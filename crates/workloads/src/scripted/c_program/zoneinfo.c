@@ -17,7 +17,8 @@ struct zi_zone {
 	int node;
 	char name[32];
 	long long free, min, low, high, promo, present, managed;
-	long long pcp; /* pages on the per-CPU lists (the pagesets' counts), not in free */
+	long long pcp;      /* pages on the per-CPU lists (the pagesets' counts), not in free */
+	long long pcp_high; /* the per-CPU lists' high limits, summed over CPUs */
 	long long prot[ZI_MAXPROT];
 	int nprot;
 };
@@ -30,7 +31,7 @@ static void zi_reset(struct zi_zone *z)
 {
 	memset(z, 0, sizeof *z);
 	z->node = -1;
-	z->free = z->min = z->low = z->high = z->promo = z->present = z->managed = z->pcp = -1;
+	z->free = z->min = z->low = z->high = z->promo = z->present = z->managed = z->pcp = z->pcp_high = -1;
 }
 
 /* Keep the zone if it is populated (present pages, or unknown) and there is room. */
@@ -97,8 +98,10 @@ static void zi_parse(const char *text)
 		/* The per-CPU pagesets have "high:" lines of their own: only their counts matter. */
 		if (in_pagesets) {
 			long long n = -1;
-			if (strncmp(p, "count:", 6) == 0 && zi_field(p, "count:", &n) && n >= 0)
+			if (zi_field(p, "count:", &n) && n >= 0)
 				z.pcp = (z.pcp < 0 ? 0 : z.pcp) + n;
+			else if (zi_field(p, "high:", &n) && n >= 0)
+				z.pcp_high = (z.pcp_high < 0 ? 0 : z.pcp_high) + n;
 			continue;
 		}
 		if (strcmp(p, "pagesets") == 0) {
@@ -134,7 +137,7 @@ static void zi_parse(const char *text)
 static void zi_buddy(const char *text)
 {
 	for (int i = 0; i < zi_count; i++)
-		zi_zones[i].free = zi_zones[i].pcp = -1;
+		zi_zones[i].free = zi_zones[i].pcp = zi_zones[i].pcp_high = -1;
 	char line[512];
 	for (const char *p; (p = zi_line(&text, line, sizeof line));) {
 		int node, at = 0;
@@ -204,6 +207,7 @@ static void sb_zones(struct sb *b, int full)
 		sb_opt(b, "promo", z->promo);
 		sb_opt(b, "managed", z->managed);
 		sb_opt(b, "pcp", z->pcp);
+		sb_opt(b, "pcp_high", z->pcp_high);
 		sb_printf(b, ",\"protection\":[");
 		for (int k = 0; k < z->nprot; k++)
 			sb_printf(b, "%s%lld", k ? "," : "", z->prot[k]);
