@@ -124,9 +124,19 @@ enum Command {
         /// Kill the guest after this many wall seconds (default: from the simulated length).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
-        /// Write the real samples, the simulated result and the comparison as JSON.
+        /// Write the real samples (with the guest's per-zone free pages and watermarks), the
+        /// simulated result and the comparison as JSON; with --seeds N > 1, every seed's and
+        /// the summary.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Run N workload seeds (the scenario's seed s, then s+1, ..., s+N-1) on both sides
+        /// and judge on the means: per counter the real and simulated mean, their min-max and
+        /// the ratio of the means; per sample the gap of the mean DRAM shares and the worst
+        /// gap of one seed. Costs one guest boot per seed (about 1 min wall each under TCG,
+        /// more while another QEMU runs) plus the one calibration boot.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        seeds: u32,
     },
 }
 
@@ -367,6 +377,7 @@ fn main() -> ExitCode {
             kernel,
             timeout,
             json,
+            seeds,
         } => validate::command::run(&validate::command::ValidateArgs {
             scenario,
             sets,
@@ -378,6 +389,7 @@ fn main() -> ExitCode {
             kernel,
             json,
             timeout_s: timeout,
+            seeds,
         }),
     };
     match r {

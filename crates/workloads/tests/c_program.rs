@@ -532,3 +532,230 @@ fn shipped_scripted_scenarios_compile() {
         assert!(compiled.iter().any(|c| c == want), "{want}: {compiled:?}");
     }
 }
+
+/// `/proc/zoneinfo` as Linux 6.12 prints it (`zoneinfo_show_print`), trimmed: node 0 with
+/// DMA and DMA32 populated and Normal, Movable and Device not; node 1 with DMA32 only. The
+/// per-CPU pagesets' `high:` lines must not be taken for the zone's watermark.
+const ZONEINFO_6_12: &str = "Node 0, zone      DMA
+  per-node stats
+      nr_inactive_anon 12
+      nr_active_anon 3
+      pgpromote_success 0
+  pages free     3584
+        boost    0
+        min      29
+        low      36
+        high     43
+        promo    50
+        spanned  4095
+        present  3998
+        managed  3840
+        cma      0
+        protection: (0, 181, 181, 181, 181)
+      nr_free_pages 3584
+      numa_hit     7
+  pagesets
+    cpu: 0
+              count:    0
+              high:     0
+              batch:    1
+              high_min: 0
+              high_max: 0
+  vm stats threshold: 2
+  node_unreclaimable:  0
+  start_pfn:           1
+Node 0, zone    DMA32
+  pages free     41000
+        boost    0
+        min      1229
+        low      1536
+        high     1843
+        promo    2150
+        spanned  61440
+        present  61440
+        managed  46473
+        cma      0
+        protection: (0, 0, 0, 0, 0)
+      nr_free_pages 41000
+  pagesets
+    cpu: 0
+              count:    51
+              high:     999
+              batch:    63
+  node_unreclaimable:  0
+  start_pfn:           4096
+Node 0, zone   Normal
+  pages free     0
+        boost    0
+        min      0
+        low      0
+        high     0
+        promo    0
+        spanned  0
+        present  0
+        managed  0
+        cma      0
+        protection: (0, 0, 0, 0, 0)
+Node 0, zone  Movable
+  pages free     0
+        boost    0
+        min      0
+        low      0
+        high     0
+        promo    0
+        spanned  0
+        present  0
+        managed  0
+        cma      0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone      DMA
+  pages free     0
+        boost    0
+        min      0
+        low      0
+        high     0
+        promo    0
+        spanned  0
+        present  0
+        managed  0
+        cma      0
+        protection: (0, 0, 0, 0, 0)
+Node 1, zone    DMA32
+  per-node stats
+      nr_inactive_anon 0
+  pages free     130000
+        boost    0
+        min      2800
+        low      3500
+        high     4200
+        promo    4900
+        spanned  131072
+        present  131072
+        managed  131000
+        cma      0
+        protection: (0, 0, 0, 0, 0)
+      nr_free_pages 130000
+  pagesets
+    cpu: 0
+              count:    0
+              high:     1234
+  node_unreclaimable:  0
+  start_pfn:           65536
+";
+
+/// A one-phase program that only sleeps: its samples carry the zones.
+fn zone_sampler(dir: &Path) -> PathBuf {
+    let src = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+size_mib = 1
+[[workload.phases]]
+name = "wait"
+kind = "sleep"
+ms = 30
+"#;
+    let c = generate(&workload(src), "t.toml", 1, &opts(2, 1)).unwrap();
+    compile(dir, "zones", &c)
+}
+
+/// `/proc/buddyinfo` for the same zones (free blocks of order 0 to 10): 3 + 2·2 + 1·4 + 1·1024
+/// = 1035 pages in DMA, 1 + 1·1024 = 1025 in node 0's DMA32; node 1's DMA32 is not listed.
+const BUDDYINFO_6_12: &str = "Node 0, zone      DMA      3      2      1      0      0      0      0      0      0      0      1 
+Node 0, zone    DMA32      1      0      0      0      0      0      0      0      0      0      1 
+";
+
+#[test]
+fn samples_carry_the_populated_zones_of_zoneinfo() {
+    let dir = TempDir::new("zoneinfo");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let exe = zone_sampler(&dir.0);
+    let (zi, bi) = (dir.0.join("zoneinfo.txt"), dir.0.join("buddyinfo.txt"));
+    std::fs::write(&zi, ZONEINFO_6_12).unwrap();
+    std::fs::write(&bi, BUDDYINFO_6_12).unwrap();
+    let env = [
+        ("TIERLAB_ZONEINFO", zi.to_str().unwrap()),
+        ("TIERLAB_BUDDYINFO", bi.to_str().unwrap()),
+    ];
+    let (code, lines) = run(&exe, &dir.0, &env);
+    assert_eq!(code, 0, "{lines:?}");
+    let (_, samples) = split(&lines);
+    assert!(samples.len() >= 3, "{} samples", samples.len());
+    let zones = |free: [Value; 3], pcp: [Value; 3], pcp_high: [Value; 3]| {
+        let ([a, b, c], [pa, pb, pc], [ha, hb, hc]) = (free, pcp, pcp_high);
+        serde_json::json!([
+            {"node": 0, "zone": "DMA", "free": a, "min": 29, "low": 36, "high": 43,
+             "promo": 50, "managed": 3840, "pcp": pa, "pcp_high": ha,
+             "protection": [0, 181, 181, 181, 181]},
+            {"node": 0, "zone": "DMA32", "free": b, "min": 1229, "low": 1536, "high": 1843,
+             "promo": 2150, "managed": 46473, "pcp": pb, "pcp_high": hb,
+             "protection": [0, 0, 0, 0, 0]},
+            {"node": 1, "zone": "DMA32", "free": c, "min": 2800, "low": 3500, "high": 4200,
+             "promo": 4900, "managed": 131000, "pcp": pc, "pcp_high": hc,
+             "protection": [0, 0, 0, 0, 0]},
+        ])
+    };
+    // The first and the last sample read zoneinfo (with the pagesets' counts and highs);
+    // those between, buddyinfo's free pages and no per-CPU figures.
+    let full = zones(
+        [3584.into(), 41000.into(), 130000.into()],
+        [0.into(), 51.into(), 0.into()],
+        [0.into(), 999.into(), 1234.into()],
+    );
+    assert_eq!(samples[0]["zones"], full);
+    assert_eq!(samples.last().unwrap()["zones"], full);
+    let null = || [Value::Null, Value::Null, Value::Null];
+    let between = zones([1035.into(), 1025.into(), Value::Null], null(), null());
+    for s in &samples[1..samples.len() - 1] {
+        assert_eq!(s["zones"], between, "{s}");
+    }
+
+    // A kernel without the promo line, and a file that cannot be read.
+    let old = dir.0.join("old.txt");
+    std::fs::write(&old, ZONEINFO_6_12.replace("        promo    50\n", "")).unwrap();
+    let (_, lines) = run(&exe, &dir.0, &[("TIERLAB_ZONEINFO", old.to_str().unwrap())]);
+    let (_, samples) = split(&lines);
+    assert_eq!(samples[0]["zones"][0]["promo"], Value::Null);
+    assert_eq!(samples[0]["zones"][0]["high"], 43);
+    let missing = dir.0.join("none.txt");
+    let (code, lines) = run(
+        &exe,
+        &dir.0,
+        &[("TIERLAB_ZONEINFO", missing.to_str().unwrap())],
+    );
+    assert_eq!(code, 0, "{lines:?}");
+    let (_, samples) = split(&lines);
+    assert!(samples.iter().all(|s| s["zones"] == Value::Null));
+}
+
+#[test]
+fn the_hosts_zoneinfo_parses() {
+    let dir = TempDir::new("hostzones");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    if std::fs::read_to_string("/proc/zoneinfo").is_err() {
+        eprintln!("skipped: the host has no /proc/zoneinfo");
+        return;
+    }
+    let (code, lines) = run(&zone_sampler(&dir.0), &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    let (_, samples) = split(&lines);
+    let zones = samples[0]["zones"].as_array().expect("zones");
+    assert!(zones.iter().any(|z| z["node"] == 0), "{zones:?}");
+    // Between the first and last sample the free pages come from the host's buddyinfo.
+    for s in &samples[1..] {
+        for z in s["zones"].as_array().expect("zones") {
+            assert!(z["free"].is_u64(), "{z}");
+        }
+    }
+    for z in zones {
+        let get = |k: &str| z[k].as_u64().unwrap_or_else(|| panic!("{k} in {z}"));
+        assert!(get("min") <= get("low") && get("low") <= get("high"), "{z}");
+        get("managed");
+        assert!(!z["protection"].as_array().unwrap().is_empty(), "{z}");
+    }
+}

@@ -12,7 +12,7 @@
 
 use super::calibrate;
 use super::guest::{self, Accel, GuestMachine, GuestRun};
-use super::report;
+use super::{report, seeds};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tierlab::mm::memory_tiers::node_adistance;
@@ -40,6 +40,8 @@ pub struct ValidateArgs {
     pub kernel: Option<PathBuf>,
     pub json: Option<PathBuf>,
     pub timeout_s: Option<u64>,
+    /// Workload seeds to run: the scenario's and the ones after it.
+    pub seeds: u32,
 }
 
 /// The scenario's knobs as the guest's sysctl and sysfs writes. Knobs with no upstream
@@ -169,6 +171,61 @@ fn simulate(
         .map_err(|e| format!("{origin}: simulation stopped: {e}"))
 }
 
+/// One seed's real run, its simulation and their comparison.
+struct SeedRun {
+    seed: u64,
+    kernel: String,
+    real: Vec<report::RealSample>,
+    /// The program's phase lines.
+    phases: Vec<serde_json::Value>,
+    sim: tierlab::RunResult,
+    cmp: report::Comparison,
+    init_wall_seconds: f64,
+    wall_seconds: f64,
+}
+
+impl SeedRun {
+    /// The seed's full record in `--json`.
+    fn json(&self, origin: &str) -> serde_json::Value {
+        serde_json::json!({
+            "scenario": origin,
+            "kernel": self.kernel,
+            "real": self.real,
+            "real_phases": self.phases,
+            "simulated": self.sim.to_json(),
+            "comparison": self.cmp,
+        })
+    }
+}
+
+/// The workload seeds to run: the scenario's and the `n - 1` after it.
+fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
+    if n == 0 {
+        return Err("--seeds must be at least 1".into());
+    }
+    (0..u64::from(n))
+        .map(|i| {
+            first.checked_add(i).ok_or_else(|| {
+                format!("scenario.seed = {first} plus {n} seeds does not fit in 64 bits")
+            })
+        })
+        .collect()
+}
+
+/// The program of the scenario with workload seed `seed`, compiled under `dir`.
+fn program(cfg: &Config, origin: &str, seed: u64, dir: &Path) -> Result<PathBuf, String> {
+    let opts = CProgramOptions {
+        sample_interval_ms: cfg.sim.timeline_interval_ms,
+        counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
+        nodes: cfg.machine.nodes.len() as u32,
+        cpus: cfg.machine.cpus,
+    };
+    let source = generate(&cfg.workload, origin, seed, &opts).map_err(|e| e.to_string())?;
+    let dir = dir.join(format!("seed-{seed}"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    compile(&source, &dir)
+}
+
 pub fn run(args: &ValidateArgs) -> Result<(), String> {
     let origin = args.scenario.display().to_string();
     let cfg = Config::load(&args.scenario, &args.sets).map_err(|e| e.to_string())?;
@@ -178,23 +235,15 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         ));
     }
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
+    let seeds = seed_list(cfg.scenario.seed, args.seeds)?;
 
     // A first simulation sizes the guest's timeout.
     let estimate = simulate(args, &cfg, &[], &[])?;
 
     // The real side: the program, compiled statically, on the guest.
-    let opts = CProgramOptions {
-        sample_interval_ms: cfg.sim.timeline_interval_ms,
-        counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
-        nodes: cfg.machine.nodes.len() as u32,
-        cpus: cfg.machine.cpus,
-    };
-    let source =
-        generate(&cfg.workload, &origin, cfg.scenario.seed, &opts).map_err(|e| e.to_string())?;
     let dir = tempdir()?;
-    let program = compile(&source, &dir)?;
     let machine = GuestMachine::from_config(&cfg, args.accel)?;
-    let mut run = GuestRun::new(&program);
+    let mut run = GuestRun::new(program(&cfg, &origin, seeds[0], &dir)?);
     run.kernel = args.kernel.clone();
     // TCG runs 3.5–7.5 s of wall time per guest second; boot takes a few guest seconds more.
     let guess = 120.0 + 10.0 * (estimate.sim_seconds + 5.0);
@@ -202,7 +251,9 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
 
     // Calibration: the same program with NUMA balancing and demotion off measures what each
     // random phase costs the guest per access in run time (its loop, the pacing syscalls):
-    // the stand-in charges it as the phase's gap_cycles (1 ns = 1 cycle at 1 GHz).
+    // the stand-in charges it as the phase's gap_cycles (1 ns = 1 cycle at 1 GHz). Once for
+    // all seeds: under -icount run time is instructions, and the seed changes which pages
+    // are drawn, not the instructions per draw (the PRNG, the Zipf search, the pacing).
     run.sysctls = calibration_sysctls(&sysctls);
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
@@ -227,12 +278,107 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         eprintln!("tierlab: stand-in charges {g}");
     }
     run.sysctls = sysctls;
+    let mut runs = Vec::new();
+    for (i, &seed) in seeds.iter().enumerate() {
+        if seeds.len() > 1 {
+            eprintln!("tierlab: seed {seed} ({} of {})", i + 1, seeds.len());
+            if i > 0 {
+                run.program = program(&cfg, &origin, seed, &dir)?;
+            }
+        }
+        runs.push(run_seed(
+            args,
+            &cfg,
+            &machine,
+            &run,
+            &gaps,
+            seed,
+            seeds.len() > 1,
+            estimate.sim_seconds,
+        )?);
+    }
+    if let [one] = runs.as_slice() {
+        println!(
+            "{origin}: real Linux {} under QEMU beside tierlab ({} samples; boot {:.0} s, run {:.0} s wall)\n",
+            one.kernel,
+            one.real.len(),
+            one.init_wall_seconds,
+            one.wall_seconds - one.init_wall_seconds
+        );
+        print!("{}", one.cmp.text());
+        print!("{}", report::zone_text(&one.real, &one.sim));
+        if let Some(path) = &args.json {
+            write_json(path, &one.json(&origin))?;
+        }
+        return Ok(());
+    }
+    let cmps: Vec<&report::Comparison> = runs.iter().map(|r| &r.cmp).collect();
+    let summary = seeds::summarize(&seeds, &cmps);
+    let wall: f64 = runs.iter().map(|r| r.wall_seconds).sum();
+    println!(
+        "{origin}: real Linux {} under QEMU beside tierlab, {} seeds ({}; {:.0} s wall in the guest runs)\n",
+        runs[0].kernel,
+        seeds.len(),
+        seeds.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
+        wall
+    );
+    print!("{}", summary.text());
+    let first = &runs[0];
+    let zones = report::zone_text(&first.real, &first.sim);
+    if !zones.is_empty() {
+        print!("\nseed {}:{}", first.seed, zones);
+    }
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "scenario": origin,
+            "kernel": first.kernel,
+            "seeds": runs
+                .iter()
+                .map(|r| {
+                    let mut v = r.json(&origin);
+                    v["seed"] = r.seed.into();
+                    v
+                })
+                .collect::<Vec<_>>(),
+            "summary": summary,
+        });
+        write_json(path, &doc)?;
+    }
+    Ok(())
+}
+
+fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// One seed on both sides: the program (already in `run`) on the guest with the scenario's
+/// knobs, then the simulation with the same workload seed on the stand-in machine.
+#[allow(clippy::too_many_arguments)]
+fn run_seed(
+    args: &ValidateArgs,
+    cfg: &Config,
+    machine: &GuestMachine,
+    run: &GuestRun,
+    gaps: &[String],
+    seed: u64,
+    several: bool,
+    sim_seconds: f64,
+) -> Result<SeedRun, String> {
+    let origin = args.scenario.display().to_string();
     eprintln!(
         "tierlab: booting Linux under QEMU ({:?}); about {:.0} s of guest time, a few wall seconds each",
         args.accel,
-        estimate.sim_seconds + 3.0
+        sim_seconds + 3.0
     );
-    let out = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
+    let label = |e: String| {
+        if several {
+            format!("seed {seed}: {e}")
+        } else {
+            e
+        }
+    };
+    let out = guest::run(machine, run, &mut |line| eprintln!("  guest: {line}")).map_err(label)?;
     let expected: Vec<Option<u32>> = machine.expected_tiers().into_iter().map(Some).collect();
     if out.tiers() != expected {
         eprintln!(
@@ -245,37 +391,44 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     if !failed.is_empty() {
         eprintln!("tierlab: warning: the guest refused {}", failed.join(", "));
     }
-    let real = report::parse_samples(&out.stdout_lines)?;
-    // The simulated side, on the machine as the guest booted it.
+    let real = report::parse_samples(&out.stdout_lines).map_err(|e| {
+        if several {
+            format!("seed {seed}: {e}")
+        } else {
+            e
+        }
+    })?;
+    // The simulated side, on the machine as the guest booted it, with the same seed.
     eprintln!("tierlab: simulating {origin} on the stand-in machine");
-    let sim_result = simulate(args, &cfg, &out.nodes, &gaps)?;
-    let cmp = report::compare(&real, &sim_result, COUNTERS);
-    println!(
-        "{origin}: real Linux {} under QEMU beside tierlab ({} samples; boot {:.0} s, run {:.0} s wall)\n",
-        out.kernel_release,
-        real.len(),
-        out.init_wall_seconds,
-        out.wall_seconds - out.init_wall_seconds
-    );
-    print!("{}", cmp.text());
-    if let Some(path) = &args.json {
-        let doc = serde_json::json!({
-            "scenario": origin,
-            "kernel": out.kernel_release,
-            "real": real,
-            "real_phases": out
-                .stdout_lines
-                .iter()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .filter(|v| v.get("phase").is_some())
-                .collect::<Vec<_>>(),
-            "simulated": sim_result.to_json(),
-            "comparison": cmp,
-        });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut extra = gaps.to_vec();
+    if several {
+        extra.push(format!("scenario.seed={seed}"));
     }
-    Ok(())
+    let sim = simulate(args, cfg, &out.nodes, &extra).map_err(label)?;
+    let cmp = report::compare(&real, &sim, COUNTERS);
+    if several {
+        let off = cmp.counters.iter().filter(|c| !c.ok).count();
+        eprintln!(
+            "tierlab: seed {seed}: {} of {} counters within 2x",
+            cmp.counters.len() - off,
+            cmp.counters.len()
+        );
+    }
+    Ok(SeedRun {
+        seed,
+        kernel: out.kernel_release.clone(),
+        phases: out
+            .stdout_lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.get("phase").is_some())
+            .collect(),
+        real,
+        sim,
+        cmp,
+        init_wall_seconds: out.init_wall_seconds,
+        wall_seconds: out.wall_seconds,
+    })
 }
 
 /// The scenario's knobs with NUMA balancing and demotion off (the calibration run).
@@ -406,6 +559,14 @@ mod tests {
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));
         assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("false"));
+    }
+
+    #[test]
+    fn seeds_follow_the_scenarios_seed() {
+        assert_eq!(seed_list(42, 1).unwrap(), vec![42]);
+        assert_eq!(seed_list(42, 3).unwrap(), vec![42, 43, 44]);
+        assert!(seed_list(u64::MAX, 2).unwrap_err().contains("64 bits"));
+        assert!(seed_list(7, 0).is_err());
     }
 
     #[test]

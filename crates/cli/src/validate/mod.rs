@@ -7,3 +7,4 @@ pub mod command;
 pub mod cpio;
 pub mod guest;
 pub mod report;
+pub mod seeds;

@@ -10,7 +10,7 @@ use tierlab::RunResult;
 /// A counter is within target when sim/real is in [1/2, 2] (or both are small).
 const COUNTER_FACTOR: f64 = 2.0;
 /// Residency is within target when the DRAM shares differ by at most this many points.
-const RESIDENCY_POINTS: f64 = 15.0;
+pub const RESIDENCY_POINTS: f64 = 15.0;
 /// Counters below this in both runs are too small to judge.
 const SMALL: u64 = 20;
 
@@ -23,6 +23,63 @@ pub struct RealSample {
     pub vmstat: Vec<(String, u64)>,
     /// TLB shootdowns summed over CPUs.
     pub tlb: u64,
+    /// Per node and populated zone, from /proc/zoneinfo (empty when the program had none).
+    pub zones: Vec<ZoneSample>,
+}
+
+/// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
+/// such line).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ZoneSample {
+    pub node: u32,
+    pub zone: String,
+    pub free: Option<u64>,
+    pub min: Option<u64>,
+    pub low: Option<u64>,
+    pub high: Option<u64>,
+    pub promo: Option<u64>,
+    pub managed: Option<u64>,
+    /// Pages on the per-CPU lists (not in `free`); only where zoneinfo was read.
+    pub pcp: Option<u64>,
+    /// The per-CPU lists' high limits summed over CPUs; only where zoneinfo was read.
+    pub pcp_high: Option<u64>,
+    /// lowmem_reserve: the pages this zone keeps back from allocations aimed at zone i.
+    pub protection: Vec<u64>,
+}
+
+/// The `zones` array of a sample line; entries that are not objects with a node are skipped.
+fn parse_zones(v: &Value) -> Vec<ZoneSample> {
+    let Some(zones) = v.get("zones").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    zones
+        .iter()
+        .filter_map(|z| {
+            let node = z.get("node")?.as_u64()?;
+            let num = |k: &str| z.get(k).and_then(Value::as_u64);
+            Some(ZoneSample {
+                node: u32::try_from(node).ok()?,
+                zone: z
+                    .get("zone")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string(),
+                free: num("free"),
+                min: num("min"),
+                low: num("low"),
+                high: num("high"),
+                promo: num("promo"),
+                managed: num("managed"),
+                pcp: num("pcp"),
+                pcp_high: num("pcp_high"),
+                protection: z
+                    .get("protection")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 /// Parse the program's stdout: sample lines, skipping phase, warning and done lines; an
@@ -74,6 +131,7 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
             regions,
             vmstat: map_u64("vmstat"),
             tlb,
+            zones: parse_zones(&v),
         });
     }
     if out.is_empty() {
@@ -124,7 +182,7 @@ type Series = Vec<(f64, f64)>;
 
 /// Percent of a region's resident pages on the top-tier nodes; None while nothing of it is
 /// resident (no share to compare).
-fn dram_share(pages: &[u64], toptier: &[bool]) -> Option<f64> {
+pub fn dram_share(pages: &[u64], toptier: &[bool]) -> Option<f64> {
     let all: u64 = pages.iter().sum();
     let top: u64 = pages
         .iter()
@@ -228,10 +286,16 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
     }
 }
 
-fn counter_row(name: &str, real: u64, sim: u64) -> CounterRow {
-    let ratio = (real > 0).then(|| sim as f64 / real as f64);
-    let small = real < SMALL && sim < SMALL;
+/// sim/real and whether it is within target (within 2×, or both too small to judge).
+pub fn counter_verdict(real: f64, sim: f64) -> (Option<f64>, bool) {
+    let ratio = (real > 0.0).then(|| sim / real);
+    let small = real < SMALL as f64 && sim < SMALL as f64;
     let ok = small || ratio.is_some_and(|r| (1.0 / COUNTER_FACTOR..=COUNTER_FACTOR).contains(&r));
+    (ratio, ok)
+}
+
+fn counter_row(name: &str, real: u64, sim: u64) -> CounterRow {
+    let (ratio, ok) = counter_verdict(real as f64, sim as f64);
     CounterRow {
         name: name.to_string(),
         real,
@@ -285,6 +349,104 @@ impl Comparison {
     }
 }
 
+/// The samples the zone summary shows: start, middle and end (fewer when there are fewer).
+fn summary_indices(n: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = [0, n / 2, n.saturating_sub(1)]
+        .into_iter()
+        .filter(|&i| i < n)
+        .collect();
+    v.dedup();
+    v
+}
+
+/// The real kernel's zones (free pages, per-CPU pages where zoneinfo was read, watermarks, the
+/// largest lowmem_reserve) at the start, middle and end samples, each followed by tierlab's
+/// single zone per node at the nearest simulated time; empty when the samples carry no zones.
+pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
+    if real.iter().all(|s| s.zones.is_empty()) {
+        return String::new();
+    }
+    let opt = |x: Option<u64>| x.map_or("-".to_string(), |v| v.to_string());
+    let row = |t: String, name: String, cells: [String; 7]| {
+        let [free, pcp, min, high, promo, managed, prot] = cells;
+        format!(
+            "{t:>10}  {name:<16}{free:>9}{pcp:>12}{min:>7}{high:>7}{promo:>7}{managed:>9}{prot:>12}\n"
+        )
+    };
+    let mut s = String::from(
+        "\nzones (pages): the real kernel's /proc/zoneinfo, then tierlab's one zone per node\n",
+    );
+    s.push_str(&row(
+        "t (ms)".into(),
+        "node zone".into(),
+        [
+            "free",
+            "pcp",
+            "min",
+            "high",
+            "promo",
+            "managed",
+            "protection",
+        ]
+        .map(String::from),
+    ));
+    for i in summary_indices(real.len()) {
+        let r = &real[i];
+        for z in &r.zones {
+            s.push_str(&row(
+                format!("{:.0}", r.t_ms),
+                format!("{} {}", z.node, z.zone),
+                [
+                    opt(z.free),
+                    match (z.pcp, z.pcp_high) {
+                        (None, None) => "-".into(),
+                        (c, h) => format!("{}/{}", opt(c), opt(h)),
+                    },
+                    opt(z.min),
+                    opt(z.high),
+                    opt(z.promo),
+                    opt(z.managed),
+                    z.protection.iter().max().copied().unwrap_or(0).to_string(),
+                ],
+            ));
+        }
+        let nearest = sim
+            .timeline
+            .iter()
+            .min_by(|a, b| (a.t_ms - r.t_ms).abs().total_cmp(&(b.t_ms - r.t_ms).abs()));
+        if let Some(p) = nearest {
+            for (n, node) in sim.nodes.iter().enumerate() {
+                let w = &node.watermarks;
+                s.push_str(&row(
+                    format!("{:.0}", p.t_ms),
+                    format!("{n} tierlab"),
+                    [
+                        // The timeline keeps free and per-CPU pages together.
+                        format!("{}*", opt(p.nodes.get(n).map(|x| x.free))),
+                        "*".into(),
+                        w.min.to_string(),
+                        w.high.to_string(),
+                        w.promo.to_string(),
+                        node.capacity_pages.to_string(),
+                        "-".into(),
+                    ],
+                ));
+            }
+        }
+    }
+    s.push_str("* tierlab's timeline counts per-CPU pages as free; at the end of the run:");
+    for n in &sim.nodes {
+        let high: u64 = n.pageset.per_cpu.iter().map(|p| u64::from(p.high)).sum();
+        s.push_str(&format!(
+            " node {} {} free + {} pcp (high {high});",
+            n.node, n.nr_free_pages, n.pcp_pages
+        ));
+    }
+    s.pop();
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +479,30 @@ mod tests {
         assert_eq!(s[1].tlb, 4);
         let err = parse_samples(&[r#"{"error":"mmap failed"}"#.to_string()]).unwrap_err();
         assert!(err.contains("mmap failed"));
+    }
+
+    #[test]
+    fn zones_parse_with_missing_lines_as_none() {
+        let line = r#"{"t_ms":1.0,"regions":{},"vmstat":{},"tlb":[],"zones":[
+            {"node":0,"zone":"DMA","free":3584,"min":29,"low":36,"high":43,"promo":null,
+             "managed":3840,"protection":[0,181,181]},
+            {"zone":"no node"},
+            {"node":1,"zone":"DMA32","free":9,"min":1,"low":2,"high":3,"promo":4,
+             "managed":10,"protection":[]}]}"#
+            .replace('\n', "");
+        let s = parse_samples(&[line]).unwrap();
+        assert_eq!(s[0].zones.len(), 2);
+        let z = &s[0].zones[0];
+        assert_eq!((z.node, z.zone.as_str()), (0, "DMA"));
+        assert_eq!((z.free, z.high, z.promo), (Some(3584), Some(43), None));
+        assert_eq!(z.protection, vec![0, 181, 181]);
+        assert_eq!(s[0].zones[1].promo, Some(4));
+        // A sample without zones (an older program) has none.
+        let s = parse_samples(&[r#"{"t_ms":1.0,"regions":{}}"#.to_string()]).unwrap();
+        assert!(s[0].zones.is_empty());
+        assert_eq!(summary_indices(5), vec![0, 2, 4]);
+        assert_eq!(summary_indices(2), vec![0, 1]);
+        assert_eq!(summary_indices(1), vec![0]);
     }
 
     #[test]

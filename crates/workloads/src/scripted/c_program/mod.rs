@@ -34,7 +34,7 @@
 //!
 //! - Sample: `{"t_ms":12.345,"regions":{"buf":[1024,0],"hot tail":[256,0]},
 //!   "vmstat":{"pgmigrate_success":0,"numa_hint_faults":null},"tlb":[365129,370703],
-//!   "span_ms":0.412}`
+//!   "zones":[..],"span_ms":0.412}`
 //!   - `t_ms`: ms since the program started (CLOCK_MONOTONIC) when the sample began; `span_ms`:
 //!     how long it took (the residency is not an instant snapshot);
 //!   - `regions`: per region, then per `[[workload.watch]]` sub-range (under its name, as the
@@ -47,6 +47,16 @@
 //!     counter;
 //!   - `tlb`: the `TLB:` row of `/proc/interrupts` (TLB shootdowns received, one number per
 //!     CPU); `[]` where the row does not exist (not x86).
+//!   - `zones`: per node and populated zone of `/proc/zoneinfo`, `{"node":0,"zone":"DMA32",
+//!     "free":..,"min":..,"low":..,"high":..,"promo":..,"managed":..,"pcp":..,"pcp_high":..,
+//!     "protection":[..]}` (pages; `pcp` is the pages on the per-CPU lists, not in `free`, and
+//!     `pcp_high` their `high` limits, both summed over CPUs;
+//!     a line the kernel does not print is `null`; `protection` is `lowmem_reserve`); `null`
+//!     when the file cannot be read. Zoneinfo is read at the first and last sample only (the
+//!     kernel prints it under each zone's lock with interrupts off, which perturbed the guest);
+//!     between them `free` comes from `/proc/buddyinfo`, `pcp` and `pcp_high` are `null` and
+//!     the rest is the last read's.
+//!     `TIERLAB_ZONEINFO=FILE` and `TIERLAB_BUDDYINFO=FILE` read FILE instead.
 //! - Phase instance ended (printed by the thread the barrier elects, after the barrier, in
 //!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024,
 //!   "cpu_ms":12.5}`; `cpu_ms` is the CPU time (user + system, the kernel's

@@ -862,8 +862,11 @@ static void sb_counts(struct sb *b, const uint64_t *counts, int width)
 	sb_printf(b, "]");
 }
 
-/* One sample line; returns how long it took (ns). */
-static uint64_t sample(void)
+/* The zones' free pages and watermarks as JSON; `full` rereads zoneinfo (zoneinfo.c). */
+static void sb_zones(struct sb *b, int full);
+
+/* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
+static uint64_t sample(int last)
 {
 	uint64_t t = now_ns();
 	struct sb b = {0};
@@ -934,8 +937,10 @@ static uint64_t sample(void)
 		l = l ? l + 1 : NULL;
 	}
 	free(irq);
+	sb_printf(&b, "],\"zones\":");
+	sb_zones(&b, last);
 	uint64_t span = now_ns() - t;
-	sb_printf(&b, "],\"span_ms\":%.3f}", (double)span / 1e6);
+	sb_printf(&b, ",\"span_ms\":%.3f}", (double)span / 1e6);
 	emit(b.s);
 	free(b.s);
 	return span;
@@ -959,7 +964,7 @@ static void sampler_process(int stop_fd)
 		interval = 1;
 	uint64_t next = now_ns();
 	for (;;) {
-		uint64_t span = sample();
+		uint64_t span = sample(0);
 		next += interval;
 		uint64_t now = now_ns();
 		if (next < now + span)
@@ -969,7 +974,7 @@ static void sampler_process(int stop_fd)
 		if (poll(&p, 1, ms) > 0)
 			break;
 	}
-	sample(); /* the state at the end */
+	sample(1); /* the state at the end */
 	_exit(0);
 }
 

@@ -1,13 +1,17 @@
 //! What the sampler reports: the watched sub-ranges, the vmstat counters, the node count and
-//! the interval. (The regions themselves are in `REGIONS`.)
+//! the interval (the regions themselves are in `REGIONS`), and the `/proc/zoneinfo` reader.
 
 use std::fmt::Write;
 
 use super::super::Resolved;
 use super::{c_str, json_c_str, pages, table, CProgramOptions};
 
-/// `WATCHES`, `COUNTERS`, `NNODES` and `SAMPLE_MS`.
+/// The sampler's `/proc/zoneinfo` reader, declared in the runtime and defined after it.
+const ZONEINFO: &str = include_str!("zoneinfo.c");
+
+/// `WATCHES`, `COUNTERS`, `NNODES` and `SAMPLE_MS`, and the zoneinfo reader.
 pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
+    out.push_str(ZONEINFO);
     // `region_specs` lists the regions, then the watched sub-ranges in `cfg.watch` order.
     let watched = &r.region_specs[r.regions.len()..];
     let rows: Vec<String> = watched
