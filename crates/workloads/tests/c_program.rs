@@ -759,3 +759,39 @@ fn the_hosts_zoneinfo_parses() {
         assert!(!z["protection"].as_array().unwrap().is_empty(), "{z}");
     }
 }
+
+#[test]
+fn the_ipi_probe_measures_flushes_then_the_workload_runs() {
+    let dir = TempDir::new("ipi");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: the probe needs two CPUs");
+        return;
+    }
+    let c = generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap();
+    let exe = compile(&dir.0, "tiny", &c);
+    let o = Command::new(&exe)
+        .arg("--ipi-probe")
+        .env("TIERLAB_FILE_DIR", &dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let probe = lines
+        .iter()
+        .find_map(|l| l.get("ipi_probe"))
+        .expect("a probe line");
+    assert_eq!(num(probe, "rounds"), 200.0);
+    assert!(num(probe, "many") >= 1.0);
+    for k in ["local_ns", "one_ns", "many_ns"] {
+        // Two mprotect calls cost more than nothing and less than a millisecond natively.
+        assert!((100.0..1e6).contains(&num(probe, k)), "{k}: {probe}");
+    }
+    // The workload ran after it, as without the probe.
+    let (phases, _) = split(&lines);
+    assert!(!phases.is_empty());
+    assert_eq!(lines.last().unwrap()["done"], true);
+}
