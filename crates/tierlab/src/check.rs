@@ -270,9 +270,37 @@ impl Kernel {
     }
 
     /// Every in-use user frame is on exactly the LRU list its flags name, unless isolated.
+    /// With MGLRU: on exactly one generation list, with the generation accounting of
+    /// `lru_gen_check`.
     fn check_lru(&mut self, when: &str) {
         let mut seen = vec![0u8; self.frames.len()];
         for n in 0..self.nodes.len() {
+            if self.lru_gen_on(n) {
+                for d in self.lru_gen_check(n) {
+                    self.checker.report(Violation::LruMembership {
+                        when: when.into(),
+                        detail: d,
+                    });
+                }
+                for lists in self.nodes[n].lrugen.folios {
+                    for list in lists {
+                        for pfn in self.frames.list_iter(&list) {
+                            seen[pfn as usize] += 1;
+                            let p = self.frames.get(pfn);
+                            if !p.has(pg::LRU) || p.node as usize != n {
+                                self.checker.report(Violation::LruMembership {
+                                    when: when.into(),
+                                    detail: format!(
+                                        "frame {pfn} on node {n}'s generations but its flags are {:#x}",
+                                        p.flags
+                                    ),
+                                });
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
             for lru in 0..NR_LRU_LISTS {
                 let list = self.nodes[n].lru[lru];
                 for pfn in self.frames.list_iter(&list) {

@@ -73,6 +73,14 @@ pub struct CostTable {
     /// change_prot_numa per PTE examined by task_numa_work: a page-table walk step plus
     /// vm_normal_folio and the prot_numa_skip checks, ~15 ns [estimate].
     pub numa_scan_pte_cycles: u32,
+    /// MGLRU page-table walk (walk_pmd_range / walk_pte_range, lru_gen_look_around) per PMD
+    /// or PTE entry examined: a read of the entry and the young/pfn checks, the same kind of
+    /// step as change_prot_numa's [estimate: numa_scan_pte_cycles].
+    pub lru_gen_walk_pte_cycles: u32,
+    /// MGLRU per young PTE found by the walk: ptep_test_and_clear_young (a locked bit clear)
+    /// plus folio_update_gen's cmpxchg on the folio's flags, likely a cache miss on the
+    /// struct page [estimate: one atomic plus one miss, ~25 ns].
+    pub lru_gen_update_gen_cycles: u32,
 }
 
 impl Default for CostTable {
@@ -106,6 +114,8 @@ impl Default for CostTable {
             migrate_copy_gbps: 12.0,
             numa_hint_fault_cycles: 2000,
             numa_scan_pte_cycles: 32,
+            lru_gen_walk_pte_cycles: 32,
+            lru_gen_update_gen_cycles: 55,
         }
     }
 }

@@ -779,7 +779,10 @@ fn the_ipi_probe_measures_flushes_then_the_workload_runs() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let text = String::from_utf8(o.stdout).unwrap();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let probe = lines
         .iter()
         .find_map(|l| l.get("ipi_probe"))

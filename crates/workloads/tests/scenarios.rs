@@ -107,6 +107,51 @@ scenario_test!(
     }
 );
 
+// The same hot set with MGLRU (vm.lru_gen_enabled): kswapd ages by walking the page tables,
+// demotes the cold region and the hot one still reaches DRAM.
+scenario_test!(
+    hot_set_with_mglru_demotes_cold_and_promotes_hot,
+    "hot_set.toml",
+    [
+        "vm.lru_gen_enabled=true",
+        "machine.nodes.0.capacity_mib=64",
+        "machine.nodes.1.capacity_mib=256",
+        "workload.regions.0.size_mib=96",
+        "workload.regions.1.size_mib=32",
+        "workload.phases.2.duration_ms=3000",
+        "kernel.numa_balancing_scan_delay_ms=100",
+        "kernel.numa_balancing_scan_period_min_ms=100",
+    ],
+    |r| {
+        let first = r
+            .timeline
+            .iter()
+            .find(|t| t.vm.get("pgpromote_success") == 0)
+            .expect("a sample before promotion");
+        let last = r.timeline.last().expect("a timeline");
+        let region = |t: &tierlab::result::TimelinePoint, i: usize| {
+            t.regions.as_ref().expect("regions")[i].1.clone()
+        };
+        assert!(r.vmstat.get("pgpromote_success") > 0);
+        assert!(r.vmstat.get("pgdemote_kswapd") > 0);
+        // MGLRU counts the folios sort_folio moves as pgrefill; the classic path deactivates.
+        assert!(r.vmstat.get("pgrefill") > 0);
+        assert_eq!(r.vmstat.get("pgdeactivate"), 0);
+        assert!(
+            region(last, 1)[0] > region(first, 1)[0],
+            "hot pages on DRAM: {:?} → {:?}",
+            region(first, 1),
+            region(last, 1)
+        );
+        assert!(
+            region(last, 0)[1] > region(first, 0)[1],
+            "cold pages on the slow node: {:?} → {:?}",
+            region(first, 0),
+            region(last, 0)
+        );
+    }
+);
+
 // No swap device: MADV_PAGEOUT cannot reclaim anon pages and says so.
 scenario_test!(
     swap_bench_keeps_anon_resident_without_swap,

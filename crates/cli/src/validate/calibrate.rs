@@ -233,7 +233,10 @@ count = 10
             r#"{"ipi_probe":{"rounds":200,"local_ns":3000.0,"one_ns":2000.0,"many_ns":2000.0,"many":1}}"#
                 .to_string(),
         ];
-        assert_eq!(ipi_cost_sets(&two_cpus), vec!["cost.ipi_send_cycles=0".to_string()]);
+        assert_eq!(
+            ipi_cost_sets(&two_cpus),
+            vec!["cost.ipi_send_cycles=0".to_string()]
+        );
         assert!(ipi_cost_sets(&[r#"{"t_ms":1}"#.to_string()]).is_empty());
     }
 

@@ -59,8 +59,16 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
     }
     let dbg = "/sys/kernel/debug/sched/numa_balancing";
     let mut s: Vec<(String, String)> = vec![
-        // tierlab models the classic two-list LRU and no THP; the guest must match.
-        ("/sys/kernel/mm/lru_gen/enabled".into(), "n".into()),
+        // The LRU tierlab models (classic, or MGLRU with every cap: "y") and no THP; the
+        // guest must match.
+        (
+            "/sys/kernel/mm/lru_gen/enabled".into(),
+            if vm.lru_gen_enabled { "y" } else { "n" }.into(),
+        ),
+        (
+            "/sys/kernel/mm/lru_gen/min_ttl_ms".into(),
+            vm.lru_gen_min_ttl_ms.to_string(),
+        ),
         // tierlab has no migratetypes, so no watermark boost (steal_suitable_fallback →
         // boost_watermark → kswapd woken from rmqueue); with it, the guest's kswapd demotes
         // during a fill that only falls back to the slow node in tierlab.
@@ -582,6 +590,15 @@ mod tests {
         assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("true"));
         assert_eq!(get("/sys/kernel/mm/lru_gen/enabled"), Some("n"));
         assert_eq!(get("/proc/sys/vm/watermark_boost_factor"), Some("0"));
+        assert_eq!(get("/sys/kernel/mm/lru_gen/min_ttl_ms"), Some("0"));
+        let mglru = guest_sysctls(&scenario(&[
+            "vm.lru_gen_enabled=true".into(),
+            "vm.lru_gen_min_ttl_ms=1000".into(),
+        ]))
+        .unwrap();
+        let get = |p: &str| mglru.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get("/sys/kernel/mm/lru_gen/enabled"), Some("y"));
+        assert_eq!(get("/sys/kernel/mm/lru_gen/min_ttl_ms"), Some("1000"));
         // numa_balancing is written last, once the scanner's knobs are in place.
         assert_eq!(
             s.last().map(|x| x.0.as_str()),

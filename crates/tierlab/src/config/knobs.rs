@@ -50,6 +50,19 @@ knob_table! {
             path: "/sys/kernel/mm/numa/demotion_enabled",
             range: Range::Any,
             source: "mm/memory-tiers.c demotion_enabled_store: kstrtobool";
+        /// Reclaim with the multi-generational LRU (MGLRU) instead of the two-list LRU.
+        /// Off is kernel.org's default (CONFIG_LRU_GEN_ENABLED=n); Debian's 6.12 turns it on.
+        lru_gen_enabled: bool = false,
+            path: "/sys/kernel/mm/lru_gen/enabled",
+            range: Range::Any,
+            source: "mm/vmscan.c enabled_store: \"y\"/\"n\" or a caps mask (kstrtouint); tierlab's true is \"y\" (every cap)";
+        /// MGLRU working-set protection: the age the oldest generation must reach, ms; 0 = off.
+        /// When it is younger, kswapd's lru_gen_age_node calls the OOM killer; tierlab has none
+        /// and only counts the call per node (`lrugen.oom_kills`). Needs vm.lru_gen_enabled.
+        lru_gen_min_ttl_ms: u64 = 0,
+            path: "/sys/kernel/mm/lru_gen/min_ttl_ms",
+            range: Range::Int(0, UINT_MAX),
+            source: "mm/vmscan.c min_ttl_ms_store: kstrtouint";
         /// TPP's demotion watermark above high on top-tier nodes, in 1/10000 of the node; 0 = off.
         /// TPP's default is 200 (2 %); kswapd demotes until free pages exceed it. Not upstream.
         demote_scale_factor: u32 = 0,

@@ -175,6 +175,10 @@ impl Kernel {
                 0
             };
         }
+        // folio_migrate_refs: MGLRU's access count travels with the folio; PG_active (set by
+        // lru_gen_del_folio when it left an active generation) and PG_workingset pick its
+        // generation on the new node.
+        self.folio_migrate_refs(dst, src);
         if !s.has(pg::ANON) {
             self.files[s.owner as usize].pages[s.index as usize] = dst;
         }

@@ -97,6 +97,7 @@ impl Kernel {
                 kswapd_pass: Default::default(),
                 nr_demoted: 0,
                 demote_wmark: 0,
+                lrugen: crate::mm::lru_gen::LruGenFolio::new(cfg.vm.lru_gen_enabled),
             });
         }
 

@@ -49,10 +49,17 @@ pub struct Pgdat {
     pub nr_demoted: u64,
     /// TPP's WMARK_DEMOTE for a top-tier node (0: not in use).
     pub demote_wmark: u64,
+    /// The multi-generational LRU of the node's lruvec (lruvec->lrugen, CONFIG_LRU_GEN).
+    pub lrugen: crate::mm::lru_gen::LruGenFolio,
 }
 
 impl Pgdat {
+    /// lruvec_page_state(NR_*_LRU): with MGLRU the two youngest generations count as active
+    /// (lru_gen_update_size, lru_gen_is_active).
     pub fn lru_size(&self, lru: usize) -> u64 {
+        if self.lrugen.enabled {
+            return self.lrugen.lru_size(lru);
+        }
         self.lru[lru].len as u64
     }
 }

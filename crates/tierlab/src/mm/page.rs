@@ -58,6 +58,14 @@ pub struct Page {
     pub node: u8,
     /// Buddy order when free in the buddy allocator.
     pub order: u8,
+    /// MGLRU (CONFIG_LRU_GEN) bits of folio->flags: the generation + 1 (LRU_GEN_MASK, 0 = on
+    /// no generation list) in bits 0..3 and the access count beyond PG_referenced
+    /// (LRU_REFS_MASK) in bits 3..5; see `mm::lru_gen`.
+    pub lru_gen: u8,
+    /// The generation list the frame is linked on, + 1 (0: none). The kernel's `list_del`
+    /// needs no head; this simulator's lists keep a length, so it remembers the list, which
+    /// differs from the generation after `folio_update_gen` until `sort_folio` moves it.
+    pub lru_gen_list: u8,
 }
 
 impl Page {
@@ -72,6 +80,8 @@ impl Page {
         mapcount: 0,
         node: 0,
         order: 0,
+        lru_gen: 0,
+        lru_gen_list: 0,
     };
 
     #[inline]

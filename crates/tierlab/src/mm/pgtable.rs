@@ -133,6 +133,20 @@ impl PageTable {
         &mut self.leaves[leaf][l]
     }
 
+    /// The PTE table under PMD entry `pmd` (vpn >> 9), if the PMD is populated (pmd_present).
+    pub fn pte_table_mut(&mut self, pmd: u32) -> Option<&mut [u64; 512]> {
+        let (t, m, _) = Self::split(pmd << LEVEL_BITS);
+        let mid = self.top[t];
+        if mid == NONE {
+            return None;
+        }
+        let leaf = self.mids[mid as usize][m];
+        if leaf == NONE {
+            return None;
+        }
+        Some(&mut self.leaves[leaf as usize])
+    }
+
     pub fn set(&mut self, vpn: u32, val: u64) {
         *self.entry(vpn) = val;
     }

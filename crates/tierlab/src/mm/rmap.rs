@@ -61,17 +61,28 @@ impl Kernel {
     pub fn folio_referenced(&mut self, pfn: u32) -> (u32, bool) {
         let mut referenced = 0;
         let mut exec = false;
+        let n = self.frames.get(pfn).node as usize;
+        let lru_gen = self.lru_gen_on(n);
         for (mm, vpn) in self.rmap_mappings(pfn) {
             let space = &mut self.mms[mm as usize];
             if let Some(vma) = space.find_vma((vpn as u64) << PAGE_SHIFT) {
                 exec |= vma.exec();
             }
-            if let Some(slot) = space.pgtable.get_mut(vpn) {
-                if *slot & pte::YOUNG != 0 {
-                    *slot &= !pte::YOUNG;
-                    referenced += 1;
-                }
+            let Some(slot) = space.pgtable.get_mut(vpn) else {
+                continue;
+            };
+            if *slot & pte::YOUNG == 0 {
+                continue;
             }
+            if lru_gen {
+                // folio_referenced_one: lru_gen_look_around clears this PTE with its
+                // neighbours; its work is charged by evict_folios.
+                let ptes = self.lru_gen_look_around(mm as usize, vpn, pfn);
+                self.nodes[n].lrugen.look_around_ptes += ptes;
+            } else {
+                *slot &= !pte::YOUNG;
+            }
+            referenced += 1;
         }
         (referenced, exec)
     }

@@ -7,8 +7,15 @@ use crate::mm::page::pg;
 
 impl Kernel {
     /// folio_add_lru: new folios start on the inactive list of their type.
+    /// With MGLRU a folio added in a fault is marked active (lru_gen_in_fault), so it joins
+    /// generation max_seq - 1; every caller here is a fault.
     pub fn lru_add(&mut self, pfn: u32) {
-        self.frames.get_mut(pfn).flags &= !pg::ACTIVE;
+        let n = self.frames.get(pfn).node as usize;
+        if self.lru_gen_on(n) {
+            self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+        } else {
+            self.frames.get_mut(pfn).flags &= !pg::ACTIVE;
+        }
         self.lru_add_folio(pfn);
     }
 
@@ -21,9 +28,15 @@ impl Kernel {
         let active = p.has(pg::ACTIVE);
         p.flags |= pg::LRU;
         let n = p.node as usize;
+        if self.lru_gen_on(n) {
+            // lruvec_add_folio → lru_gen_add_folio
+            self.lru_gen_add_folio(pfn, false);
+        } else {
+            let node = &mut self.nodes[n];
+            self.frames
+                .list_add(&mut node.lru[lru_index(anon, active)], pfn);
+        }
         let node = &mut self.nodes[n];
-        self.frames
-            .list_add(&mut node.lru[lru_index(anon, active)], pfn);
         if anon {
             node.nr_anon += 1;
         } else {
@@ -36,7 +49,10 @@ impl Kernel {
         let p = *self.frames.get(pfn);
         let n = p.node as usize;
         let anon = p.has(pg::ANON);
-        if p.has(pg::LRU) {
+        if p.has(pg::LRU) && self.lru_gen_on(n) {
+            // lruvec_del_folio → lru_gen_del_folio
+            self.lru_gen_del_folio(pfn, false);
+        } else if p.has(pg::LRU) {
             let lru = lru_index(anon, p.has(pg::ACTIVE));
             let node = &mut self.nodes[n];
             self.frames.list_del(&mut node.lru[lru], pfn);
@@ -49,13 +65,21 @@ impl Kernel {
         } else {
             node.nr_file -= 1;
         }
-        self.frames.get_mut(pfn).flags &= !(pg::LRU | pg::ACTIVE | pg::ISOLATED);
+        // free_pages_prepare clears LRU_GEN_MASK and LRU_REFS_MASK with the other flags.
+        let f = self.frames.get_mut(pfn);
+        f.flags &= !(pg::LRU | pg::ACTIVE | pg::ISOLATED);
+        f.lru_gen = 0;
+        f.lru_gen_list = 0;
     }
 
     /// folio_activate: an inactive folio on the LRU moves to the head of the active list and
     /// loses PG_referenced.
     pub fn folio_activate(&mut self, pfn: u32) {
         let p = *self.frames.get(pfn);
+        if self.lru_gen_on(p.node as usize) {
+            self.lru_gen_activate(pfn);
+            return;
+        }
         debug_assert!(p.has(pg::LRU) && !p.has(pg::ACTIVE));
         let lru = lru_index(p.has(pg::ANON), false);
         let node = &mut self.nodes[p.node as usize];
@@ -69,6 +93,10 @@ impl Kernel {
     /// either way it loses PG_referenced. Returns whether it moved.
     pub fn folio_deactivate(&mut self, pfn: u32) -> bool {
         let p = *self.frames.get(pfn);
+        if self.lru_gen_on(p.node as usize) {
+            // lru_deactivate: with MGLRU any LRU folio is re-added
+            return self.lru_gen_deactivate(pfn);
+        }
         if !(p.has(pg::LRU) && p.has(pg::ACTIVE)) {
             self.frames.get_mut(pfn).flags &= !pg::REFERENCED;
             return false;

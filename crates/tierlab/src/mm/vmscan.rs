@@ -1,6 +1,8 @@
 //! Page reclaim (mm/vmscan.c): kswapd and `balance_pgdat`, `shrink_node` →
 //! `shrink_lruvec` → `shrink_active_list` / `shrink_inactive_list` → `shrink_folio_list`,
-//! the classic two-list LRU aging (CONFIG_LRU_GEN off), and direct reclaim.
+//! the classic two-list LRU aging (CONFIG_LRU_GEN off), and direct reclaim. With
+//! `vm.lru_gen_enabled` kswapd, direct reclaim and LRU isolation branch to MGLRU
+//! (`mm/lru_gen.rs`), which shares `shrink_folio_list` and the demotion path.
 //!
 //! There is no swap device: without demotion `get_scan_count` picks SCAN_FILE and only clean
 //! page-cache pages are dropped; with a demotion target anon pages are reclaimable by
@@ -135,6 +137,11 @@ impl Kernel {
         if !self.sched.rq[c].busy() {
             m.cpus[c].clock = m.cpus[c].clock.max(t);
         }
+        if self.lru_gen_on(n) {
+            // balance_pgdat → kswapd_age_node / shrink_node branch to lru_gen
+            self.lru_gen_kswapd_run(m, n, c);
+            return;
+        }
         if !self.nodes[n].kswapd_pass.active {
             if self.pgdat_balanced(n) {
                 self.kswapd_sleep(m, n, c);
@@ -195,17 +202,21 @@ impl Kernel {
 
     /// kswapd_shrink_node's target: max(high_wmark_pages, SWAP_CLUSTER_MAX) summed over the
     /// node's zones (one here).
-    fn kswapd_nr_to_reclaim(&self, n: usize) -> u64 {
+    pub(crate) fn kswapd_nr_to_reclaim(&self, n: usize) -> u64 {
         self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX)
     }
 
-    fn kswapd_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
+    pub(crate) fn kswapd_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
         self.nodes[n].kswapd_awake = false;
         self.nodes[n].kswapd_slept_at = m.cpus[c].clock.max(1);
     }
 
     /// try_to_free_pages → do_try_to_free_pages: direct reclaim by the allocating CPU.
     pub fn try_to_free_pages(&mut self, m: &mut Machine, c: usize, preferred: usize) -> u64 {
+        if self.lru_gen_on(preferred) {
+            // shrink_node → lru_gen_shrink_node
+            return self.lru_gen_try_to_free_pages(m, c, preferred);
+        }
         let zonelist = self.nodes[preferred].zonelist.clone();
         let mut reclaimed = 0;
         for priority in (0..=DEF_PRIORITY).rev() {
@@ -357,6 +368,14 @@ impl Kernel {
         if !p.has(pg::LRU) {
             return false;
         }
+        if self.lru_gen_on(p.node as usize) {
+            // lruvec_del_folio → lru_gen_del_folio(reclaiming = false)
+            self.lru_gen_del_folio(pfn, false);
+            self.nodes[p.node as usize].nr_isolated += 1;
+            let f = self.frames.get_mut(pfn);
+            f.flags = (f.flags & !pg::LRU) | pg::ISOLATED;
+            return true;
+        }
         let node = &mut self.nodes[p.node as usize];
         let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
         self.frames.list_del(&mut node.lru[lru], pfn);
@@ -370,6 +389,14 @@ impl Kernel {
     pub fn putback_folio(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         p.flags = (p.flags & !pg::ISOLATED) | pg::LRU;
+        let n = p.node as usize;
+        if self.lru_gen_on(n) {
+            // folio_putback_lru → lruvec_add_folio → lru_gen_add_folio
+            self.nodes[n].nr_isolated -= 1;
+            self.lru_gen_add_folio(pfn, false);
+            return;
+        }
+        let p = self.frames.get(pfn);
         let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
         let node = &mut self.nodes[p.node as usize];
         node.nr_isolated -= 1;
@@ -458,8 +485,25 @@ impl Kernel {
         who: Reclaimer,
         pageout: bool,
     ) -> u64 {
+        let (reclaimed, keep) = self.shrink_folio_list_keep(m, c, list, who, pageout);
+        for pfn in keep {
+            self.putback_folio(pfn);
+        }
+        reclaimed
+    }
+
+    /// shrink_folio_list up to the putback: returns (reclaimed, the folios it kept, still
+    /// isolated), so that evict_folios can sort them itself.
+    pub(crate) fn shrink_folio_list_keep(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        list: Vec<u32>,
+        who: Reclaimer,
+        pageout: bool,
+    ) -> (u64, Vec<u32>) {
         let Some(&first) = list.first() else {
-            return 0;
+            return (0, Vec::new());
         };
         let n = self.frames.get(first).node as usize;
         let mut to_free = Vec::new();
@@ -530,13 +574,14 @@ impl Kernel {
         self.try_to_unmap_flush(m, c);
         let freed = to_free.len() as u64;
         for pfn in to_free {
+            if self.lru_gen_on(n) {
+                // __remove_mapping → workingset_eviction → lru_gen_eviction
+                self.lru_gen_eviction(pfn);
+            }
             self.remove_mapping(pfn);
             self.lru_del_and_uncharge(pfn);
             m.charge_sys(c, m.cost.reclaim_free_cycles as u64);
             self.free_frame(m, c, pfn);
-        }
-        for pfn in keep {
-            self.putback_folio(pfn);
         }
         let steal = if who == Reclaimer::Kswapd {
             Vm::PgStealKswapd
@@ -545,7 +590,7 @@ impl Kernel {
         };
         self.vm.add(steal, freed + nr_demoted);
         self.vm.add(Vm::PgStealFile, freed);
-        freed + nr_demoted
+        (freed + nr_demoted, keep)
     }
 
     /// demote_folio_list: migrate to next_demotion_node, falling back to the other lower-tier
