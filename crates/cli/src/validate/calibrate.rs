@@ -131,33 +131,6 @@ pub fn kernel_cost_sets(cost: &CostTable, ratio: f64) -> Vec<String> {
     sets
 }
 
-/// `cost.ipi_send_cycles` and `cost.ipi_send_per_cpu_cycles` from the guest's
-/// `{"ipi_probe": ...}` line: the sender's CPU time per flush with one other CPU running the
-/// mm, over the purely local flush, and per further CPU (1 ns = 1 cycle at 1 GHz). Nothing
-/// without a probe line (a one-CPU machine).
-pub fn ipi_cost_sets(guest_lines: &[String]) -> Vec<String> {
-    let Some(p) = guest_lines.iter().find_map(|l| {
-        serde_json::from_str::<Value>(l)
-            .ok()
-            .and_then(|v| v.get("ipi_probe").cloned())
-    }) else {
-        return Vec::new();
-    };
-    let f = |k: &str| p.get(k).and_then(|x| x.as_f64());
-    let (Some(local), Some(one), Some(many_ns), Some(many)) =
-        (f("local_ns"), f("one_ns"), f("many_ns"), f("many"))
-    else {
-        return Vec::new();
-    };
-    let first = (one - local).max(0.0).round();
-    let mut sets = vec![format!("cost.ipi_send_cycles={first}")];
-    if many > 1.0 {
-        let per = ((many_ns - one) / (many - 1.0)).max(0.0).round();
-        sets.push(format!("cost.ipi_send_per_cpu_cycles={per}"));
-    }
-    sets
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,32 +185,6 @@ count = 10
         let r = kernel_speed_ratio(&cfg(), &guest, &sim).unwrap();
         assert!((r - 2.25).abs() < 1e-12, "{r}");
         assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[2..]), None);
-    }
-
-    #[test]
-    fn the_probe_gives_the_first_ipi_and_each_further_one() {
-        let lines = vec![
-            r#"{"t_ms":1}"#.to_string(),
-            r#"{"ipi_probe":{"rounds":200,"local_ns":3000.0,"one_ns":503000.0,"many_ns":1303000.0,"many":4}}"#
-                .to_string(),
-        ];
-        // 500 µs for the first remote CPU; 800 µs more for three more, 266,667 ns each.
-        assert_eq!(
-            ipi_cost_sets(&lines),
-            vec![
-                "cost.ipi_send_cycles=500000".to_string(),
-                "cost.ipi_send_per_cpu_cycles=266667".to_string(),
-            ]
-        );
-        let two_cpus = vec![
-            r#"{"ipi_probe":{"rounds":200,"local_ns":3000.0,"one_ns":2000.0,"many_ns":2000.0,"many":1}}"#
-                .to_string(),
-        ];
-        assert_eq!(
-            ipi_cost_sets(&two_cpus),
-            vec!["cost.ipi_send_cycles=0".to_string()]
-        );
-        assert!(ipi_cost_sets(&[r#"{"t_ms":1}"#.to_string()]).is_empty());
     }
 
     #[test]

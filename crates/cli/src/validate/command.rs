@@ -263,11 +263,8 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
     // all seeds: under -icount run time is instructions, and the seed changes which pages
     // are drawn, not the instructions per draw (the PRNG, the Zipf search, the pacing).
     run.sysctls = calibration_sysctls(&sysctls);
-    // The same run first measures what a TLB shootdown costs its sender (ipi_probe.c).
-    run.args = vec!["--ipi-probe".into()];
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
-    run.args.clear();
     let mut gaps = phase_gaps(&cfg, &calib.stdout_lines);
     // The fill phases: how much slower the guest's page faults are than the cost table's.
     let mut calib_sets = gaps.clone();
@@ -285,8 +282,6 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
         gaps.extend(calibrate::kernel_cost_sets(&cfg.cost, r));
     }
-    // Measured, the shootdown's cost replaces the scaled hardware figure.
-    gaps.extend(calibrate::ipi_cost_sets(&calib.stdout_lines));
     for g in &gaps {
         eprintln!("tierlab: stand-in charges {g}");
     }

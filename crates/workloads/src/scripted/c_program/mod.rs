@@ -108,8 +108,6 @@ use super::{loops, resolve, Resolved, PAGE};
 
 /// The runtime every generated program ends with.
 const RUNTIME: &str = include_str!("runtime.c");
-/// `--ipi-probe`, declared in the runtime and defined after it.
-const IPI_PROBE: &str = include_str!("ipi_probe.c");
 
 /// What the generated program reports and the machine it is generated for.
 #[derive(Clone, Debug)]
@@ -150,7 +148,6 @@ pub fn generate(
     let mut out = String::new();
     header(&mut out, &r, origin, seed);
     out.push_str(RUNTIME);
-    out.push_str(IPI_PROBE);
     out.push_str("\n/* ---- the scenario ---- */\n\n");
     threads(&mut out, &r, seed);
     regions(&mut out, &r);

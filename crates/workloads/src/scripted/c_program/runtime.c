@@ -994,15 +994,11 @@ static void no_aslr(char **argv)
 	execv("/proc/self/exe", argv);
 }
 
-static void ipi_probe(void);
-
 int main(int argc, char **argv)
 {
+	(void)argc;
 	no_aslr(argv);
 	t0_ns = now_ns();
-	/* Calibration only: what a shootdown costs its sender (ipi_probe.c). */
-	if (argc > 1 && strcmp(argv[1], "--ipi-probe") == 0)
-		ipi_probe();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_fault;
