@@ -108,14 +108,18 @@ enum Command {
     /// points). QEMU, busybox and Debian's 6.12 kernel are installed with apt on first use
     /// (the kernel is cached under ~/.cache/tierlab). Under TCG a guest second costs about
     /// 3.5-7.5 s of wall time (more CPUs, more time), and booting about 10-30 s: keep
-    /// validation scenarios short.
+    /// validation scenarios short. A first guest run with NUMA balancing and demotion off
+    /// calibrates the stand-in: each random phase's run time per access, and how much slower
+    /// the guest runs kernel code than the cost table (from the fill phases' page faults).
+    /// The guest's vCPUs interleave differently from run to run, so the real counters vary
+    /// by a few percent between identical runs: use --seeds for a spread.
     Validate {
         /// Scripted scenario TOML file.
         scenario: PathBuf,
         /// Override any config key, as for `run` (applies to both sides).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
-        /// Use KVM instead of deterministic TCG (-icount) where hardware KVM works.
+        /// Use KVM instead of TCG with an instruction clock (-icount) where hardware KVM works.
         #[arg(long)]
         kvm: bool,
         /// Boot this kernel image (bzImage) instead of Debian's 6.12.
