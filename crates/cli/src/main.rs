@@ -114,8 +114,10 @@ enum Command {
     /// The guest's vCPUs interleave differently from run to run, so the real counters vary
     /// by a few percent between identical runs: use --seeds for a spread.
     Validate {
-        /// Scripted scenario TOML file.
-        scenario: PathBuf,
+        /// Scripted scenario TOML file(s). With several (e.g. scenarios/validate/*.toml), each
+        /// is validated in turn and a Markdown table with one column per scenario follows.
+        #[arg(required = true, num_args = 1..)]
+        scenarios: Vec<PathBuf>,
         /// Override any config key, as for `run` (applies to both sides).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
@@ -313,6 +315,37 @@ fn parse_variant(spec: &str) -> Result<(String, Vec<String>), String> {
     Ok((label.to_string(), sets))
 }
 
+/// `validate` over one or more scenarios; with several, the suite table at the end.
+fn validate_cmd(
+    scenarios: Vec<PathBuf>,
+    mut args: validate::command::ValidateArgs,
+) -> Result<(), String> {
+    if scenarios.len() > 1 && args.json.is_some() {
+        return Err("validate: --json takes one scenario (run the others one at a time)".into());
+    }
+    let mut cols = Vec::new();
+    for (i, scenario) in scenarios.iter().enumerate() {
+        if scenarios.len() > 1 {
+            eprintln!(
+                "tierlab: scenario {} of {}: {}",
+                i + 1,
+                scenarios.len(),
+                scenario.display()
+            );
+        }
+        args.scenario = scenario.clone();
+        cols.push(validate::command::run(&args)?);
+        if scenarios.len() > 1 {
+            println!();
+        }
+    }
+    if cols.len() > 1 {
+        println!("suite (real / simulated):\n");
+        print!("{}", validate::suite::markdown(&cols));
+    }
+    Ok(())
+}
+
 fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Result<(), String> {
     let mut variants = Vec::new();
     for spec in &specs {
@@ -375,26 +408,29 @@ fn main() -> ExitCode {
         },
         Command::Knobs { markdown } => knobs::run(markdown),
         Command::Validate {
-            scenario,
+            scenarios,
             sets,
             kvm,
             kernel,
             timeout,
             json,
             seeds,
-        } => validate::command::run(&validate::command::ValidateArgs {
-            scenario,
-            sets,
-            accel: if kvm {
-                validate::guest::Accel::Kvm
-            } else {
-                validate::guest::Accel::Tcg
+        } => validate_cmd(
+            scenarios,
+            validate::command::ValidateArgs {
+                scenario: PathBuf::new(),
+                sets,
+                accel: if kvm {
+                    validate::guest::Accel::Kvm
+                } else {
+                    validate::guest::Accel::Tcg
+                },
+                kernel,
+                json,
+                timeout_s: timeout,
+                seeds,
             },
-            kernel,
-            json,
-            timeout_s: timeout,
-            seeds,
-        }),
+        ),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,6 +12,7 @@
 
 use super::calibrate;
 use super::guest::{self, Accel, GuestMachine, GuestRun};
+use super::suite;
 use super::{report, seeds};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -234,7 +235,8 @@ fn program(cfg: &Config, origin: &str, seed: u64, dir: &Path) -> Result<PathBuf,
     compile(&source, &dir)
 }
 
-pub fn run(args: &ValidateArgs) -> Result<(), String> {
+/// Validate one scenario; returns its column of the suite table.
+pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let origin = args.scenario.display().to_string();
     let cfg = Config::load(&args.scenario, &args.sets).map_err(|e| e.to_string())?;
     if cfg.workload.get("type").and_then(|v| v.as_str()) != Some("scripted") {
@@ -324,7 +326,10 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         if let Some(path) = &args.json {
             write_json(path, &one.json(&origin))?;
         }
-        return Ok(());
+        return Ok(suite::Column::from_comparison(
+            &suite_name(&origin),
+            &one.cmp,
+        ));
     }
     let cmps: Vec<&report::Comparison> = runs.iter().map(|r| &r.cmp).collect();
     let summary = seeds::summarize(&seeds, &cmps);
@@ -358,7 +363,14 @@ pub fn run(args: &ValidateArgs) -> Result<(), String> {
         });
         write_json(path, &doc)?;
     }
-    Ok(())
+    Ok(suite::Column::from_seeds(&suite_name(&origin), &summary))
+}
+
+/// A scenario's column name: its file stem.
+fn suite_name(origin: &str) -> String {
+    Path::new(origin)
+        .file_stem()
+        .map_or(origin.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), String> {

@@ -8,3 +8,4 @@ pub mod cpio;
 pub mod guest;
 pub mod report;
 pub mod seeds;
+pub mod suite;
