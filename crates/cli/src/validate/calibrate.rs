@@ -42,6 +42,21 @@ pub fn guest_cost_per_access(lines: &[String]) -> Vec<(String, f64, u64)> {
     per_name
 }
 
+/// The scenario's named phases of `kind`: (index in the phase list, name, table).
+pub fn named_phases(cfg: &Config, kind: &str) -> Vec<(usize, String, TomlValue)> {
+    let phases = cfg.workload.get("phases").and_then(|p| p.as_array());
+    phases
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, p)| p.get("kind").and_then(|k| k.as_str()) == Some(kind))
+        .filter_map(|(i, p)| {
+            let name = p.get("name").and_then(|n| n.as_str())?;
+            Some((i, name.to_string(), p.clone()))
+        })
+        .collect()
+}
+
 /// The participants of phase `p` (its `threads` list, else every worker).
 fn participants(cfg: &Config, p: &TomlValue) -> u64 {
     match p.get("threads").and_then(|t| t.as_array()) {
@@ -64,19 +79,9 @@ pub fn kernel_speed_ratio(
     sim_phases: &[(String, f64, u64)],
 ) -> Option<f64> {
     let guest = guest_cost_per_access(guest_lines);
-    let phases = cfg
-        .workload
-        .get("phases")
-        .and_then(|p| p.as_array())
-        .cloned()
-        .unwrap_or_default();
     let (mut guest_ns, mut sim_ns) = (0.0, 0.0);
-    for p in &phases {
-        let kind = p.get("kind").and_then(|k| k.as_str());
-        let name = p.get("name").and_then(|k| k.as_str());
-        let (Some("touch"), Some(name)) = (kind, name) else {
-            continue;
-        };
+    for (_, name, p) in named_phases(cfg, "touch") {
+        let name = name.as_str();
         let Some((_, cpu_ms, n)) = guest.iter().find(|x| x.0 == name) else {
             continue;
         };
@@ -88,7 +93,7 @@ pub fn kernel_speed_ratio(
         }
         guest_ns += cpu_ms * 1e6 / *n as f64 * *sim_n as f64;
         // An unpaced touch phase runs all the time: its run time is duration × threads.
-        sim_ns += dur_us * 1e3 * participants(cfg, p) as f64;
+        sim_ns += dur_us * 1e3 * participants(cfg, &p) as f64;
     }
     (sim_ns > 0.0 && guest_ns > 0.0).then(|| guest_ns / sim_ns)
 }

@@ -477,19 +477,8 @@ fn calibration_sysctls(sysctls: &[(String, String)]) -> Vec<(String, String)> {
 /// 1 GHz stand-in charges as cycles.
 pub fn phase_gaps(cfg: &Config, lines: &[String]) -> Vec<String> {
     let per_name = calibrate::guest_cost_per_access(lines);
-    let phases = cfg
-        .workload
-        .get("phases")
-        .and_then(|p| p.as_array())
-        .cloned()
-        .unwrap_or_default();
     let mut sets = Vec::new();
-    for (i, p) in phases.iter().enumerate() {
-        let kind = p.get("kind").and_then(|k| k.as_str());
-        let name = p.get("name").and_then(|k| k.as_str());
-        let (Some("random"), Some(name)) = (kind, name) else {
-            continue;
-        };
+    for (i, name, _) in calibrate::named_phases(cfg, "random") {
         if let Some((_, cpu_ms, n)) = per_name.iter().find(|x| x.0 == name) {
             if *n > 0 {
                 let ns = (cpu_ms * 1e6 / *n as f64).round() as u64;
