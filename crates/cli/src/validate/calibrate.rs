@@ -57,17 +57,12 @@ pub fn named_phases(cfg: &Config, kind: &str) -> Vec<(usize, String, TomlValue)>
         .collect()
 }
 
-/// The participants of phase `p` (its `threads` list, else every worker).
-fn participants(cfg: &Config, p: &TomlValue) -> u64 {
-    match p.get("threads").and_then(|t| t.as_array()) {
-        Some(list) => list.len() as u64,
-        None => cfg
-            .workload
-            .get("threads")
-            .and_then(|t| t.as_integer())
-            .unwrap_or(1)
-            .max(1) as u64,
-    }
+/// The participants of touch phase `p`: its `threads` list, else thread 0 alone (a touch
+/// phase runs on one thread unless it lists several, as the scripted workload resolves it).
+fn touch_participants(p: &TomlValue) -> u64 {
+    p.get("threads")
+        .and_then(|t| t.as_array())
+        .map_or(1, |list| list.len() as u64)
 }
 
 /// The guest's run time per touched page over the stand-in's, over every named `touch`
@@ -93,7 +88,7 @@ pub fn kernel_speed_ratio(
         }
         guest_ns += cpu_ms * 1e6 / *n as f64 * *sim_n as f64;
         // An unpaced touch phase runs all the time: its run time is duration × threads.
-        sim_ns += dur_us * 1e3 * participants(cfg, &p) as f64;
+        sim_ns += dur_us * 1e3 * touch_participants(&p) as f64;
     }
     (sim_ns > 0.0 && guest_ns > 0.0).then(|| guest_ns / sim_ns)
 }
@@ -164,6 +159,11 @@ threads = [0]
 name = "both"
 kind = "touch"
 region = "buf"
+threads = [0, 1]
+[[workload.phases]]
+name = "alone"
+kind = "touch"
+region = "buf"
 [[workload.phases]]
 name = "reads"
 kind = "random"
@@ -178,18 +178,21 @@ count = 10
         let guest = vec![
             r#"{"phase":"fill","accesses":1000,"cpu_ms":10.0}"#.to_string(),
             r#"{"phase":"both","accesses":2000,"cpu_ms":8.0}"#.to_string(),
+            r#"{"phase":"alone","accesses":500,"cpu_ms":6.0}"#.to_string(),
             r#"{"phase":"reads","accesses":10,"cpu_ms":1.0}"#.to_string(),
         ];
-        // Guest: 10 ms + 8 ms for the touches. Stand-in: fill 4 ms on one thread, both 2 ms
-        // on two threads (4 ms of run time); the random phase does not count. 18 / 8.
+        // Guest: 10 + 8 + 6 ms for the touches. Stand-in: fill 4 ms on one thread, both 2 ms
+        // on two threads (4 ms of run time), alone 2 ms on thread 0 only (no `threads`: one
+        // thread, though the workload has two); the random phase does not count. 24 / 10.
         let sim = vec![
             ("fill".to_string(), 4000.0, 1000),
             ("both".to_string(), 2000.0, 2000),
+            ("alone".to_string(), 2000.0, 500),
             ("reads".to_string(), 5.0, 10),
         ];
         let r = kernel_speed_ratio(&cfg(), &guest, &sim).unwrap();
-        assert!((r - 2.25).abs() < 1e-12, "{r}");
-        assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[2..]), None);
+        assert!((r - 2.4).abs() < 1e-12, "{r}");
+        assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[3..]), None);
     }
 
     #[test]
