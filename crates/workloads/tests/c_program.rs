@@ -759,3 +759,35 @@ fn the_hosts_zoneinfo_parses() {
         assert!(!z["protection"].as_array().unwrap().is_empty(), "{z}");
     }
 }
+
+#[test]
+fn the_pte_probe_times_mprotect_after_the_workload() {
+    let dir = TempDir::new("pte");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c = generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap();
+    let exe = compile(&dir.0, "tiny", &c);
+    let o = Command::new(&exe)
+        .arg("--pte-probe")
+        .env("TIERLAB_FILE_DIR", &dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let at = lines.iter().position(|l| l.get("pte_probe").is_some());
+    let at = at.expect("a probe line");
+    let probe = &lines[at]["pte_probe"];
+    // The largest anonymous read-write region of the tiny scenario, after its phases.
+    assert!(num(probe, "pages") >= 1.0);
+    assert!(num(probe, "ns") > 0.0, "{probe}");
+    assert!(lines[..at].iter().any(|l| l.get("phase").is_some()));
+    assert_eq!(lines.last().unwrap()["done"], true);
+    // Without the flag, no probe.
+    let (_, plain) = run(&exe, &dir.0, &[]);
+    assert!(plain.iter().all(|l| l.get("pte_probe").is_none()));
+}

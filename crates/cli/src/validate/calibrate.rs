@@ -131,6 +131,32 @@ pub fn kernel_cost_sets(cost: &CostTable, ratio: f64) -> Vec<String> {
     sets
 }
 
+/// `cost.numa_scan_pte_cycles` from the guest's `{"pte_probe": ...}` line: mprotect of a
+/// populated region read-only and back walks and updates every PTE twice in
+/// change_pte_range, the walk task_numa_work's change_prot_numa shares; what one PTE costs
+/// beyond the (already scaled) `pte_update_cycles` is the scanner's cost per PTE examined.
+/// Nothing without a probe line.
+pub fn pte_walk_sets(guest_lines: &[String], pte_update_cycles: f64) -> Vec<String> {
+    let Some(p) = guest_lines.iter().find_map(|l| {
+        serde_json::from_str::<Value>(l)
+            .ok()
+            .and_then(|v| v.get("pte_probe").cloned())
+    }) else {
+        return Vec::new();
+    };
+    let (Some(pages), Some(ns)) = (
+        p.get("pages").and_then(|x| x.as_f64()),
+        p.get("ns").and_then(|x| x.as_f64()),
+    ) else {
+        return Vec::new();
+    };
+    if pages < 1.0 {
+        return Vec::new();
+    }
+    let per_pte = (ns / (2.0 * pages) - pte_update_cycles).max(0.0).round();
+    vec![format!("cost.numa_scan_pte_cycles={per_pte}")]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,6 +219,20 @@ count = 10
         let r = kernel_speed_ratio(&cfg(), &guest, &sim).unwrap();
         assert!((r - 2.4).abs() < 1e-12, "{r}");
         assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[3..]), None);
+    }
+
+    #[test]
+    fn the_pte_probe_gives_the_scan_cost_per_pte_beyond_the_update() {
+        let lines = vec![
+            r#"{"phase":"fill","accesses":1,"cpu_ms":1.0}"#.to_string(),
+            r#"{"pte_probe":{"region":"cold","pages":1000,"ns":400000}}"#.to_string(),
+        ];
+        // 400 µs for 2 × 1,000 PTEs is 200 ns each; 48 of them are the update.
+        assert_eq!(
+            pte_walk_sets(&lines, 48.0),
+            vec!["cost.numa_scan_pte_cycles=152".to_string()]
+        );
+        assert!(pte_walk_sets(&lines[..1], 48.0).is_empty());
     }
 
     #[test]

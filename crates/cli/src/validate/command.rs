@@ -265,8 +265,11 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     // all seeds: under -icount run time is instructions, and the seed changes which pages
     // are drawn, not the instructions per draw (the PRNG, the Zipf search, the pacing).
     run.sysctls = calibration_sysctls(&sysctls);
+    // After its workload the program also times mprotect's PTE walk (pte_probe).
+    run.args = vec!["--pte-probe".into()];
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
+    run.args.clear();
     let mut gaps = phase_gaps(&cfg, &calib.stdout_lines);
     // The fill phases: how much slower the guest's page faults are than the cost table's.
     let mut calib_sets = gaps.clone();
@@ -284,6 +287,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         Some(r) => {
             eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
             gaps.extend(calibrate::kernel_cost_sets(&cfg.cost, r));
+            // The scanner's walk, measured, replaces its scaled hardware estimate.
+            let update = (cfg.cost.pte_update_cycles as f64 * r).round();
+            gaps.extend(calibrate::pte_walk_sets(&calib.stdout_lines, update));
         }
         None => eprintln!(
             "tierlab: warning: no named touch phase to measure the guest's kernel speed; \

@@ -994,9 +994,36 @@ static void no_aslr(char **argv)
 	execv("/proc/self/exe", argv);
 }
 
+/*
+ * `--pte-probe` (calibration only): what change_pte_range costs per PTE, the walk NUMA
+ * balancing's scanner shares with mprotect. After the workload, the largest anonymous
+ * read-write region is made read-only and writable again on the main thread's CPU clock.
+ */
+static void pte_probe(void)
+{
+	int best = -1;
+	for (int i = 0; i < NREGIONS; i++)
+		if (REGIONS[i].file < 0 && REGIONS[i].prot == (PROT_READ | PROT_WRITE) &&
+		    (best < 0 || REGIONS[i].pages > REGIONS[best].pages))
+			best = i;
+	if (best < 0)
+		return;
+	const struct region *r = &REGIONS[best];
+	size_t len = (size_t)(r->pages * PAGE);
+	uint64_t cpu0 = thread_cpu_ns();
+	if (mprotect((void *)(uintptr_t)r->start, len, PROT_READ) != 0 ||
+	    mprotect((void *)(uintptr_t)r->start, len, PROT_READ | PROT_WRITE) != 0)
+		return;
+	uint64_t spent = thread_cpu_ns() - cpu0;
+	char line[256];
+	snprintf(line, sizeof line, "{\"pte_probe\":{\"region\":%s,\"pages\":%llu,\"ns\":%llu}}",
+		 r->name, (unsigned long long)r->pages, (unsigned long long)spent);
+	emit(line);
+}
+
 int main(int argc, char **argv)
 {
-	(void)argc;
+	int probe = argc > 1 && strcmp(argv[1], "--pte-probe") == 0;
 	no_aslr(argv);
 	t0_ns = now_ns();
 	struct sigaction sa;
@@ -1056,6 +1083,8 @@ int main(int argc, char **argv)
 	close(stop[1]);
 	waitpid(sampler_pid, NULL, 0);
 	sampler_child = 0;
+	if (probe)
+		pte_probe();
 
 	char line[128];
 	snprintf(line, sizeof line, "{\"done\":true,\"t_ms\":%.3f}", ms_since_start(now_ns()));
