@@ -153,16 +153,22 @@ impl Kernel {
         self.maybe_release_barrier(m, mm);
     }
 
-    fn maybe_release_barrier(&mut self, m: &mut Machine, mm: usize) {
-        let s = &self.sched;
-        let live = s
+    /// Threads of `mm` that have neither exited nor are waiting in pthread_join: the ones a
+    /// barrier waits for, and the ones a join waits out.
+    fn active_threads(&self, mm: usize) -> usize {
+        self.sched
             .threads
             .iter()
             .filter(|t| {
                 t.mm as usize == mm
                     && !matches!(t.state, ThreadState::Exited | ThreadState::Joining)
             })
-            .count();
+            .count()
+    }
+
+    fn maybe_release_barrier(&mut self, m: &mut Machine, mm: usize) {
+        let live = self.active_threads(mm);
+        let s = &self.sched;
         let waiting = &s.barrier_waiting[mm];
         if waiting.is_empty() || waiting.len() < live {
             return;
@@ -206,10 +212,7 @@ impl Kernel {
 
     /// The last other thread of `mm` exited at `t`: the joining threads return.
     fn maybe_end_join(&mut self, m: &mut Machine, mm: usize, t: u64) {
-        let others_live = self.sched.threads.iter().any(|x| {
-            x.mm as usize == mm && !matches!(x.state, ThreadState::Exited | ThreadState::Joining)
-        });
-        if others_live {
+        if self.active_threads(mm) > 0 {
             return;
         }
         let joiners: Vec<u32> = (0..self.sched.threads.len() as u32)

@@ -9,7 +9,7 @@ use tierlab::mm::lru_gen::{
 use tierlab::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON};
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
-use tierlab::workload::{prot, Backing, FileSpec, Op, Placement};
+use tierlab::workload::{FileSpec, Op, Placement};
 use tierlab::Sim;
 mod common;
 
@@ -213,15 +213,7 @@ fn without_demotion_mglru_reclaims_only_clean_file_pages() {
         "machine.nodes.1.capacity_mib=16",
     ]);
     let fbase = 0x4000_0000u64;
-    let mut ops = vec![Op::Mmap {
-        addr: fbase,
-        len: 3000 * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }];
-    ops.extend((0..3000).map(|i| Op::Load(fbase + i * PAGE)));
-    ops.push(anon_rw(BASE, 6000));
-    ops.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let ops = common::file_then_anon(fbase, 3000, 6000);
     let sim = run(
         cfg,
         workload(

@@ -11,7 +11,7 @@ use common::{
     anon_rw, fill_then_random_reads, one_process as workload, run, tiered_config, BASE, PAGE,
 };
 use tierlab::sim::AccessKind;
-use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
+use tierlab::workload::{FileSpec, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
 /// The tiered machine with the scanner never due on its own (tests call it directly).
@@ -301,15 +301,7 @@ fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
     cfg.kernel.numa_balancing = 0;
     // 3000 file pages on DRAM, then enough anon to fill DRAM and the slow node.
     let fbase = 0x4000_0000u64;
-    let mut ops = vec![Op::Mmap {
-        addr: fbase,
-        len: 3000 * PAGE,
-        prot: prot::READ,
-        backing: Backing::File { file: 0, pgoff: 0 },
-    }];
-    ops.extend((0..3000).map(|i| Op::Load(fbase + i * PAGE)));
-    ops.push(anon_rw(BASE, 6000));
-    ops.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let ops = common::file_then_anon(fbase, 3000, 6000);
     let sim = run(
         cfg,
         workload(

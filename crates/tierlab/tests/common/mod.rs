@@ -83,6 +83,16 @@ pub fn file_ro(addr: u64, pages: u64) -> Op {
     }
 }
 
+/// Read `file_pages` pages of file 0 mapped at `fbase`, then write `anon_pages` anonymous
+/// pages at BASE: page cache first, then anon that presses on it.
+pub fn file_then_anon(fbase: u64, file_pages: u64, anon_pages: u64) -> Vec<Op> {
+    let mut ops = vec![file_ro(fbase, file_pages)];
+    ops.extend((0..file_pages).map(|i| Op::Load(fbase + i * PAGE)));
+    ops.push(anon_rw(BASE, anon_pages));
+    ops.extend((0..anon_pages).map(|i| Op::Store(BASE + i * PAGE)));
+    ops
+}
+
 pub fn run(cfg: Config, w: Workload) -> Sim {
     let mut sim = Sim::new(cfg, w).expect("sim");
     sim.run(&mut |_| {}).expect("run");
