@@ -82,7 +82,13 @@ fn compile(dir: &Path, name: &str, c: &str) -> PathBuf {
 
 /// Run `exe` with `env`; (exit code, every stdout line as JSON).
 fn run(exe: &Path, dir: &Path, env: &[(&str, &str)]) -> (i32, Vec<Value>) {
+    run_with(exe, dir, &[], env)
+}
+
+/// `run` with command-line arguments.
+fn run_with(exe: &Path, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (i32, Vec<Value>) {
     let o = Command::new(exe)
+        .args(args)
         .env("TIERLAB_FILE_DIR", dir)
         .envs(env.iter().copied())
         .output()
@@ -768,17 +774,8 @@ fn the_pte_probe_times_mprotect_after_the_workload() {
     }
     let c = generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap();
     let exe = compile(&dir.0, "tiny", &c);
-    let o = Command::new(&exe)
-        .arg("--pte-probe")
-        .env("TIERLAB_FILE_DIR", &dir.0)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0));
-    let text = String::from_utf8(o.stdout).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (code, lines) = run_with(&exe, &dir.0, &["--pte-probe"], &[]);
+    assert_eq!(code, 0, "{lines:?}");
     let at = lines.iter().position(|l| l.get("pte_probe").is_some());
     let at = at.expect("a probe line");
     let probe = &lines[at]["pte_probe"];
