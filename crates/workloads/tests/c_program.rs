@@ -382,13 +382,8 @@ fn tiny_scenario_runs_natively() {
     assert!(lines.iter().all(|l| l.get("error").is_none()));
 }
 
-#[test]
-fn residency_without_move_pages_comes_from_mincore() {
-    let dir = TempDir::new("mincore");
-    if toolchain(&dir.0).is_none() {
-        return;
-    }
-    let src = r#"
+/// Fill 2 MiB, move it to node 0, sleep 30 ms while samples are taken, drop it.
+const FILL_WAIT_DROP: &str = r#"
 [workload]
 type = "scripted"
 [[workload.regions]]
@@ -414,30 +409,64 @@ kind = "madvise"
 region = "buf"
 advice = "dontneed"
 "#;
-    let c = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap();
+
+/// Samples taken while `FILL_WAIT_DROP` sleeps, and the last one (after the drop).
+fn fill_wait_drop_samples(lines: &[Value]) -> (Vec<&Value>, &Value) {
+    let (phases, samples) = split(lines);
+    let (from, to) = (num(phases[1], "end_ms"), num(phases[2], "end_ms") - 1.0);
+    let during: Vec<&Value> = (samples.iter().copied())
+        .filter(|s| (from..to).contains(&num(s, "t_ms")))
+        .collect();
+    (during, *samples.last().unwrap())
+}
+
+#[test]
+fn residency_without_move_pages_comes_from_mincore() {
+    let dir = TempDir::new("mincore");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c = generate(&workload(FILL_WAIT_DROP), "t.toml", 1, &opts(1, 1)).unwrap();
     let exe = compile(&dir.0, "mincore", &c);
     let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_RESIDENCY", "mincore")]);
     assert_eq!(code, 0, "{lines:?}");
-    let (phases, samples) = split(&lines);
     let warnings: Vec<&Value> = lines
         .iter()
         .filter(|l| l.get("warning").is_some())
         .collect();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    let (from, to) = (num(phases[1], "end_ms"), num(phases[2], "end_ms") - 1.0);
-    let during: Vec<&&Value> = samples
-        .iter()
-        .filter(|s| (from..to).contains(&num(s, "t_ms")))
-        .collect();
+    let (during, last) = fill_wait_drop_samples(&lines);
     assert!(!during.is_empty());
     for s in during {
         assert_eq!(s["regions"]["buf"], serde_json::json!([512]), "{s}");
     }
     // After MADV_DONTNEED nothing is resident.
-    assert_eq!(
-        samples.last().unwrap()["regions"]["buf"],
-        serde_json::json!([0])
-    );
+    assert_eq!(last["regions"]["buf"], serde_json::json!([0]));
+}
+
+#[test]
+fn numa_maps_counts_what_move_pages_counts() {
+    let dir = TempDir::new("numa_maps");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c = generate(&workload(FILL_WAIT_DROP), "t.toml", 1, &opts(1, 1)).unwrap();
+    let exe = compile(&dir.0, "numa_maps", &c);
+    // Without watches the sampler reads numa_maps; TIERLAB_RESIDENCY=move_pages asks each page.
+    for env in [&[][..], &[("TIERLAB_RESIDENCY", "move_pages")][..]] {
+        let (code, lines) = run(&exe, &dir.0, env);
+        assert_eq!(code, 0, "{env:?}: {lines:?}");
+        let (during, last) = fill_wait_drop_samples(&lines);
+        assert!(!during.is_empty(), "{env:?}");
+        for s in during {
+            assert_eq!(
+                s["regions"]["buf"],
+                serde_json::json!([512]),
+                "{env:?}: {s}"
+            );
+        }
+        assert_eq!(last["regions"]["buf"], serde_json::json!([0]), "{env:?}");
+    }
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub struct RealSample {
     pub tlb: u64,
     /// Per node and populated zone, from /proc/zoneinfo (empty when the program had none).
     pub zones: Vec<ZoneSample>,
+    /// How long the sampler took for this sample (it runs alongside the workload).
+    pub span_ms: Option<f64>,
 }
 
 /// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
@@ -132,6 +134,7 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
             vmstat: map_u64("vmstat"),
             tlb,
             zones: parse_zones(&v),
+            span_ms: v.get("span_ms").and_then(Value::as_f64),
         });
     }
     if out.is_empty() {

@@ -22,11 +22,12 @@
 //!   simulator's op stream does;
 //! - a sampler *process*, forked before the regions exist (so it shares none of them, and its
 //!   work is not the workload's run time, which paces NUMA balancing's scanner), runs off the
-//!   pinned CPUs when any CPU is left and prints a sample of the workload's pages
-//!   (`move_pages(pid, ..)`) every `sample_interval_ms`, and one more after the last phase. A
-//!   sample of a large region is slow (`move_pages` costs about 0.1–0.4 µs per page: ~100 ms
-//!   per GiB on a loaded VM), so after a sample the sampler idles at least as long as the
-//!   sample took: it never uses more than half a CPU, and the effective interval grows.
+//!   pinned CPUs when any CPU is left and prints a sample of the workload's pages every
+//!   `sample_interval_ms`, and one more after the last phase. After a sample the sampler idles
+//!   at least as long as the sample took: it never uses more than half a CPU, and the
+//!   effective interval grows. Under TCG with `-icount` every guest instruction slows every
+//!   vCPU, so the sample is kept cheap: one read of `/proc/PID/numa_maps` (a page-table walk,
+//!   2–35 ms on the validation machines) where per-page `move_pages` took 110–240 ms.
 //!
 //! # Output: JSON lines on stdout
 //!
@@ -40,9 +41,11 @@
 //!   - `regions`: per region, then per `[[workload.watch]]` sub-range (under its name, as the
 //!     simulator's timeline does), the number of resident pages on node 0, 1, ... The array has
 //!     `CProgramOptions::nodes` entries, more if the kernel puts pages on a higher node.
-//!     Residency is `move_pages(0, n, pages, NULL, status, 0)` in chunks of 4096 pages (status
-//!     ≥ 0 is the node; negative is not present: never touched, unmapped, swapped out, or the
-//!     shared zero page of an anon page only read);
+//!     Residency is the `N<node>=<pages>` fields of `/proc/PID/numa_maps`, summed over the
+//!     VMAs that start inside the region (mapped pages: not those never touched, unmapped,
+//!     swapped out, or the shared zero page of an anon page only read). With watched
+//!     sub-ranges, or `TIERLAB_RESIDENCY=move_pages`, it is `move_pages(pid, n, pages, NULL,
+//!     status, 0)` page by page in chunks of 4096 (status ≥ 0 is the node);
 //!   - `vmstat`: each requested `/proc/vmstat` counter, `null` if the kernel has no such
 //!     counter;
 //!   - `tlb`: the `TLB:` row of `/proc/interrupts` (TLB shootdowns received, one number per
@@ -69,6 +72,7 @@
 //!   (present bit) with every present page on node 0, and `move_pages` phases (and region
 //!   binding) do nothing; ENODEV (the target node does not exist) also only warns.
 //!   `TIERLAB_RESIDENCY=mincore` forces that path (the name is historical).
+//!   Without NUMA, numa_maps does not exist and the sampler takes the same path.
 //! - `{"error":"..."}`: a failing syscall (or SIGSEGV / SIGBUS: an access to a page the phases
 //!   unmapped or protected); the program exits 1 right after it.
 //! - `{"done":true,"t_ms":1234.5}`: the last line; the program exits 0.

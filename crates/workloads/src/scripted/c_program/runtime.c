@@ -862,6 +862,48 @@ static void sb_counts(struct sb *b, const uint64_t *counts, int width)
 	sb_printf(b, "]");
 }
 
+/*
+ * Pages per node of every region from /proc/PID/numa_maps (its N<node>=<pages> fields, one
+ * line per VMA, summed over the VMAs that start inside the region): one page-table walk
+ * (show_numa_map's gather_pte_stats), about a seventh of what move_pages' per-page lookup
+ * costs the guest, so the sampler takes less of the vCPUs' shared time under TCG. Returns 0
+ * when numa_maps cannot be read (no NUMA), and the caller asks page by page.
+ */
+static int per_page_residency; /* TIERLAB_RESIDENCY=move_pages: never numa_maps */
+static int numa_maps_counts(uint64_t (*counts)[MAXNODES], int *width)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)workload_pid);
+	char *text = read_file(path);
+	if (!text)
+		return 0;
+	for (int i = 0; i < NREGIONS; i++)
+		for (int n = 0; n < MAXNODES; n++)
+			counts[i][n] = 0;
+	for (char *l = text; l && *l;) {
+		char *end = strchr(l, '\n');
+		if (end)
+			*end = 0;
+		unsigned long long start = strtoull(l, NULL, 16);
+		int r = -1;
+		for (int i = 0; i < NREGIONS; i++)
+			if (start >= REGIONS[i].start && start < REGIONS[i].start + REGIONS[i].pages * PAGE)
+				r = i;
+		for (char *f = r >= 0 ? strstr(l, " N") : NULL; f; f = strstr(f + 1, " N")) {
+			char *eq;
+			long node = strtol(f + 2, &eq, 10);
+			if (eq == f + 2 || *eq != '=' || node < 0 || node >= MAXNODES)
+				continue;
+			counts[r][node] += strtoull(eq + 1, NULL, 10);
+			if (node + 1 > *width)
+				*width = (int)node + 1;
+		}
+		l = end ? end + 1 : NULL;
+	}
+	free(text);
+	return 1;
+}
+
 /* The zones' free pages and watermarks as JSON; `full` rereads zoneinfo (zoneinfo.c). */
 static void sb_zones(struct sb *b, int full);
 
@@ -874,16 +916,22 @@ static uint64_t sample(int last)
 	int width = NNODES < MAXNODES ? NNODES : MAXNODES;
 	if (width < 1)
 		width = 1;
-	for (int i = 0; i < NREGIONS; i++)
-		residency(REGIONS[i].start, REGIONS[i].pages, region_status[i]);
 	/* Nodes beyond NNODES still show (the kernel's machine may have more). */
 	uint64_t counts[MAXNODES];
-	for (int i = 0; i < NREGIONS; i++)
-		count_nodes(region_status[i], REGIONS[i].pages, counts, &width);
+	static uint64_t (*per_region)[MAXNODES];
+	if (!per_region)
+		per_region = xmalloc(((size_t)NREGIONS + 1) * sizeof *per_region);
+	/* Watched sub-ranges need each page's node: then every region is asked page by page. */
+	if (NWATCHES > 0 || per_page_residency || !atomic_load(&numa_query) ||
+	    !numa_maps_counts(per_region, &width)) {
+		for (int i = 0; i < NREGIONS; i++) {
+			residency(REGIONS[i].start, REGIONS[i].pages, region_status[i]);
+			count_nodes(region_status[i], REGIONS[i].pages, per_region[i], &width);
+		}
+	}
 	for (int i = 0; i < NREGIONS; i++) {
-		count_nodes(region_status[i], REGIONS[i].pages, counts, &width);
 		sb_printf(&b, "%s%s:", i ? "," : "", REGIONS[i].name);
-		sb_counts(&b, counts, width);
+		sb_counts(&b, per_region[i], width);
 	}
 	for (int w = 0; w < NWATCHES; w++) {
 		const struct watch *x = &WATCHES[w];
@@ -1033,6 +1081,8 @@ int main(int argc, char **argv)
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
 	const char *how = getenv("TIERLAB_RESIDENCY");
+	if (how && strcmp(how, "move_pages") == 0)
+		per_page_residency = 1;
 	if (how && strcmp(how, "mincore") == 0) {
 		atomic_store(&numa_query, 0);
 		warn_once(&warned_numa, "TIERLAB_RESIDENCY=mincore: residency from pagemap, all on node 0");
