@@ -19,6 +19,8 @@ pub struct PhaseStat {
     pub instances: u64,
     /// Summed duration of the instances, in cycles.
     pub cycles: u64,
+    /// Summed run time (sum_exec_runtime) of the threads while in the phase, in cycles.
+    pub run_cycles: u64,
     pub accesses: u64,
     pub vm_delta: VmCounters,
     pub first_begin: Option<u64>,
@@ -38,12 +40,22 @@ impl Sim {
         self.k.sched.threads.iter().map(|t| t.accesses).sum::<u64>() + in_flight
     }
 
-    /// Thread `tid` leaves its phase (if any) and enters `new` (if any) at `now`.
-    pub(crate) fn enter_phase(&mut self, tid: usize, new: Option<u32>, now: u64, in_flight: u64) {
+    /// Thread `tid` leaves its phase (if any) and enters `new` (if any) at `now`; `in_flight`
+    /// and `run_in_flight` are the accesses and run time of its quantum so far.
+    pub(crate) fn enter_phase(
+        &mut self,
+        tid: usize,
+        new: Option<u32>,
+        now: u64,
+        in_flight: u64,
+        run_in_flight: u64,
+    ) {
         let total = self.total_accesses(in_flight);
+        let run_now = self.k.sched.threads[tid].runtime + run_in_flight;
         if let Some(old) = self.k.sched.threads[tid].phase.take() {
             let vm_now = self.k.vm.clone();
             let st = &mut self.phase_stats[old as usize];
+            st.run_cycles += run_now - self.k.sched.threads[tid].phase_runtime_begin;
             st.active -= 1;
             if st.active == 0 {
                 st.instances += 1;
@@ -77,5 +89,6 @@ impl Sim {
         }
         st.active += 1;
         self.k.sched.threads[tid].phase = Some(id as u32);
+        self.k.sched.threads[tid].phase_runtime_begin = run_now;
     }
 }

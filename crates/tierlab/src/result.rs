@@ -219,6 +219,8 @@ pub struct PhaseResult {
     pub duration_us_per_instance: f64,
     pub start_ms: Option<f64>,
     pub accesses: u64,
+    /// Summed run time of the phase's threads (sum_exec_runtime: pacing waits excluded).
+    pub run_time_us: f64,
     /// Non-zero vmstat deltas.
     pub vmstat: CounterMap,
 }
@@ -464,6 +466,7 @@ fn phases(sim: &Sim) -> Vec<PhaseResult> {
             },
             start_ms: p.first_begin.map(|b| sim.hw.cycles_to_s(b) * 1e3),
             accesses: p.accesses,
+            run_time_us: us(p.run_cycles),
             vmstat: CounterMap(
                 VM_NAMES
                     .iter()

@@ -42,6 +42,8 @@ pub struct Thread {
     pub pace_next: u64,
     /// Phase the thread is in (Mark::Phase).
     pub phase: Option<u32>,
+    /// `runtime` when the thread entered that phase.
+    pub phase_runtime_begin: u64,
 }
 
 /// One CPU's run queue.
@@ -184,7 +186,7 @@ impl Kernel {
             self.sched.threads[t as usize].state = ThreadState::Runnable;
             let c = self.sched.threads[t as usize].cpu as usize;
             if self.sched.rq[c].current == NIL {
-                m.cpus[c].clock = m.cpus[c].clock.max(release);
+                m.cpus[c].idle_until(release);
             }
             self.enqueue(m, c, t);
         }
@@ -225,10 +227,31 @@ impl Kernel {
             self.sched.threads[tid as usize].state = ThreadState::Runnable;
             let c = self.sched.threads[tid as usize].cpu as usize;
             if self.sched.rq[c].current == NIL {
-                m.cpus[c].clock = m.cpus[c].clock.max(t);
+                m.cpus[c].idle_until(t);
             }
             self.enqueue(m, c, tid);
         }
+    }
+
+    /// `machine.shared_core`: how many times longer work takes on CPU `c` from its clock on,
+    /// itself and every other CPU busy then, as QEMU's round-robin gives each runnable vCPU
+    /// an equal budget of one instruction clock (tcg-accel-ops-rr.c icount_percpu_budget).
+    pub(crate) fn set_share(&self, m: &mut Machine, c: usize) {
+        if !m.shared_core {
+            return;
+        }
+        let t = m.cpus[c].clock;
+        let others = (m.cpus.iter().enumerate())
+            .filter(|&(d, cpu)| {
+                d != c
+                    && if t < cpu.clock {
+                        cpu.worked_at(t)
+                    } else {
+                        self.sched.rq[d].busy()
+                    }
+            })
+            .count();
+        m.cpus[c].share = 1 + others as u64;
     }
 
     /// nanosleep: leave the CPU; an event brings the thread back.
@@ -247,7 +270,7 @@ impl Kernel {
         self.sched.threads[tid].state = ThreadState::Runnable;
         let c = self.sched.threads[tid].cpu as usize;
         if self.sched.rq[c].current == NIL {
-            m.cpus[c].clock = m.cpus[c].clock.max(t);
+            m.cpus[c].idle_until(t);
         }
         self.enqueue(m, c, tid as u32);
     }

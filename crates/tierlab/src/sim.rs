@@ -140,6 +140,7 @@ impl Sim {
                 numab: crate::mm::numa_placement::TaskNuma::new(),
                 pace_next: 0,
                 phase: None,
+                phase_runtime_begin: 0,
             });
             if let crate::workload::Placement::Pinned(c) = spec.placement {
                 if c >= ncpus {
@@ -315,6 +316,8 @@ impl Sim {
         let mut buf = std::mem::take(&mut self.k.sched.threads[tid].buf);
         let mut pos = self.k.sched.threads[tid].pos;
         let mut accesses = 0u64;
+        self.k.set_share(&mut self.hw, c);
+        let share = self.hw.cpus[c].share;
         let start_clock = self.hw.cpus[c].clock;
         let start_sys = self.hw.cpus[c].sys_cycles;
         let mut stop = false;
@@ -333,19 +336,19 @@ impl Sim {
                 Op::Load(a) => {
                     accesses += 1;
                     let cyc = self.access(c, tid, a, AccessKind::Load);
-                    self.hw.cpus[c].clock += cyc;
+                    self.hw.cpus[c].clock += cyc * share;
                 }
                 Op::Store(a) => {
                     accesses += 1;
                     let cyc = self.access(c, tid, a, AccessKind::Store);
-                    self.hw.cpus[c].clock += cyc;
+                    self.hw.cpus[c].clock += cyc * share;
                 }
                 Op::IFetch(a) => {
                     accesses += 1;
                     let cyc = self.access(c, tid, a, AccessKind::IFetch);
-                    self.hw.cpus[c].clock += cyc;
+                    self.hw.cpus[c].clock += cyc * share;
                 }
-                Op::Compute(n) => self.hw.cpus[c].clock += n as u64,
+                Op::Compute(n) => self.hw.cpus[c].clock += n as u64 * share,
                 Op::Mark(m) => {
                     let now = self.hw.cpus[c].clock;
                     let t = &mut self.k.sched.threads[tid];
@@ -354,8 +357,9 @@ impl Sim {
                         Mark::RoiEnd => t.roi_end = Some(now),
                         Mark::Work(n) => t.work += n as u64,
                         Mark::Phase(id) => {
-                            let in_flight = accesses;
-                            self.enter_phase(tid, Some(id), now, in_flight);
+                            let cpu = &self.hw.cpus[c];
+                            let run = (now - start_clock).saturating_sub(cpu.idle_cycles);
+                            self.enter_phase(tid, Some(id), now, accesses, run);
                         }
                     }
                 }
@@ -369,7 +373,7 @@ impl Sim {
                     if cpu.clock < t.pace_next {
                         // Idle until the slot: not user time (finish_quantum subtracts it).
                         cpu.idle_cycles += t.pace_next - cpu.clock;
-                        cpu.clock = t.pace_next;
+                        cpu.idle_until(t.pace_next);
                     }
                     t.pace_next += interval;
                 }
@@ -418,7 +422,7 @@ impl Sim {
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
                     self.finish_quantum(c, start_clock, start_sys, accesses, tid);
                     let now = self.hw.cpus[c].clock;
-                    self.enter_phase(tid, None, now, 0);
+                    self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_barrier(&mut self.hw, c, tid);
                     return;
                 }
@@ -427,7 +431,7 @@ impl Sim {
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
                     self.finish_quantum(c, start_clock, start_sys, accesses, tid);
                     let now = self.hw.cpus[c].clock;
-                    self.enter_phase(tid, None, now, 0);
+                    self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_join(&mut self.hw, c, tid);
                     return;
                 }
@@ -436,7 +440,7 @@ impl Sim {
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
                     self.finish_quantum(c, start_clock, start_sys, accesses, tid);
                     let now = self.hw.cpus[c].clock;
-                    self.enter_phase(tid, None, now, 0);
+                    self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_exit(&mut self.hw, c, tid);
                     return;
                 }
@@ -591,6 +595,11 @@ impl Sim {
                 counted = true;
                 cycles += self.hw.cost.page_walk_cycles as u64;
                 count_walk(&mut self.hw.cpus[c], kind);
+            }
+            // A CPU behind the scanner in time reads a page its walk has not reached yet:
+            // no hint fault, and nothing cached (the PTE is PROT_NONE from then on).
+            if !store && self.k.numa_scan_ahead(&self.hw, c, p) {
+                return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, false);
             }
             // A faulting translation is not kept by the hardware.
             self.hw.cpus[c].flush_page(vpn, asid);

@@ -600,3 +600,41 @@ fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
     .unwrap_err();
     assert!(e.to_string().contains("reserved_mib"), "{e}");
 }
+
+#[test]
+fn a_shared_core_runs_busy_cpus_in_turn() {
+    // Thread 0 computes 10 M cycles; thread 1 computes as much, or paces (1 % busy), or is
+    // not there. On a shared core (QEMU's round-robin under -icount) two busy CPUs take
+    // twice as long; a CPU that is mostly idle slows the other by about its duty.
+    let busy = || vec![Op::Compute(10_000); 1000];
+    let paced = || {
+        (0..100)
+            .flat_map(|_| [Op::Pace(100_000), Op::Compute(2_200)])
+            .collect::<Vec<_>>()
+    };
+    let end = |shared: bool, other: Option<Vec<Op>>| {
+        let mut threads = vec![(0, Placement::Pinned(0), busy())];
+        if let Some(ops) = other {
+            threads.push((0, Placement::Pinned(1), ops));
+        }
+        let sets = [format!("machine.shared_core={shared}")];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        sim.k.sched.threads[0].runtime
+    };
+    let alone = end(false, None);
+    assert!((10_000_000..10_100_000).contains(&alone), "{alone}");
+    assert_eq!(end(true, None), alone, "one busy CPU does not share");
+    assert_eq!(
+        end(false, Some(busy())),
+        alone,
+        "separate cores run in parallel"
+    );
+    let both = end(true, Some(busy())) as f64 / alone as f64;
+    assert!((1.95..2.05).contains(&both), "two busy CPUs: {both}");
+    let with_paced = end(true, Some(paced())) as f64 / alone as f64;
+    assert!(
+        (1.0..1.05).contains(&with_paced),
+        "one 1 % busy CPU: {with_paced}"
+    );
+}

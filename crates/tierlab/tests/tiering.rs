@@ -56,6 +56,38 @@ fn mode_2_scans_only_the_slow_tier() {
     assert_eq!(sim.k.checker.count, 0);
 }
 
+#[test]
+fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
+    // A slow walk (2,000 cycles per PTE): 6,000 PTEs take ~5 ms, charged to CPU 0 at once.
+    let mut t0 = vec![anon_rw(BASE, 6000)];
+    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let mut cfg = no_auto_scan();
+    cfg.cost.numa_scan_pte_cycles = 2000;
+    let mut sim = run(cfg, workload(vec![(Placement::Pinned(0), t0)], vec![]));
+    let start = sim.hw.cpus[0].clock;
+    let (s, e) = ((BASE / PAGE) as u32, (BASE / PAGE) as u32 + 6000);
+    assert!(sim.k.change_prot_numa(&mut sim.hw, 0, 0, s, e) > 0);
+    let end = sim.hw.cpus[0].clock;
+    let marked: Vec<u64> = (s..e)
+        .map(|v| sim.k.mms[0].pgtable.get(v))
+        .filter(|p| p & pte::PROTNONE != 0)
+        .collect();
+    let stamp = |p: u64| sim.k.frames.get(pte::pfn(p)).numa_access_ms;
+    let (first, last) = (marked[0], *marked.last().unwrap());
+    assert!(
+        stamp(last) > stamp(first),
+        "{} {}",
+        stamp(first),
+        stamp(last)
+    );
+    // CPU 1 at the walk's start does not see the last PTE yet; at its end it does.
+    sim.hw.cpus[1].clock = start;
+    assert!(sim.k.numa_scan_ahead(&sim.hw, 1, last));
+    sim.hw.cpus[1].clock = end;
+    assert!(!sim.k.numa_scan_ahead(&sim.hw, 1, last));
+    assert!(!sim.k.numa_scan_ahead(&sim.hw, 1, first));
+}
+
 fn sim_with_slow_page() -> (Sim, u32) {
     let mut t0 = vec![anon_rw(BASE, 6000)];
     t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));

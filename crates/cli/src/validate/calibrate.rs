@@ -57,17 +57,9 @@ pub fn named_phases(cfg: &Config, kind: &str) -> Vec<(usize, String, TomlValue)>
         .collect()
 }
 
-/// The participants of touch phase `p`: its `threads` list, else thread 0 alone (a touch
-/// phase runs on one thread unless it lists several, as the scripted workload resolves it).
-fn touch_participants(p: &TomlValue) -> u64 {
-    p.get("threads")
-        .and_then(|t| t.as_array())
-        .map_or(1, |list| list.len() as u64)
-}
-
 /// The guest's run time per touched page over the stand-in's, over every named `touch`
 /// phase (`sim_phases`: the stand-in's run of the calibration configuration, as (name,
-/// duration_us, accesses)); None without a touch phase measured on both sides.
+/// run_time_us, accesses)); None without a touch phase measured on both sides.
 pub fn kernel_speed_ratio(
     cfg: &Config,
     guest_lines: &[String],
@@ -75,22 +67,113 @@ pub fn kernel_speed_ratio(
 ) -> Option<f64> {
     let guest = guest_cost_per_access(guest_lines);
     let (mut guest_ns, mut sim_ns) = (0.0, 0.0);
-    for (_, name, p) in named_phases(cfg, "touch") {
+    for (_, name, _) in named_phases(cfg, "touch") {
         let name = name.as_str();
         let Some((_, cpu_ms, n)) = guest.iter().find(|x| x.0 == name) else {
             continue;
         };
-        let Some((_, dur_us, sim_n)) = sim_phases.iter().find(|x| x.0 == name) else {
+        let Some((_, run_us, sim_n)) = sim_phases.iter().find(|x| x.0 == name) else {
             continue;
         };
         if *n == 0 || *sim_n == 0 {
             continue;
         }
         guest_ns += cpu_ms * 1e6 / *n as f64 * *sim_n as f64;
-        // An unpaced touch phase runs all the time: its run time is duration × threads.
-        sim_ns += dur_us * 1e3 * touch_participants(&p) as f64;
+        sim_ns += run_us * 1e3;
     }
     (sim_ns > 0.0 && guest_ns > 0.0).then(|| guest_ns / sim_ns)
+}
+
+/// The guest's run time per access of each named `random` phase (`cpu_ms` / `accesses` over
+/// its instances), in ns: (index in the phase list, ns), the stand-in's first `gap_cycles`.
+pub fn guest_gaps(cfg: &Config, lines: &[String]) -> Vec<(usize, f64)> {
+    let per_name = guest_cost_per_access(lines);
+    named_phases(cfg, "random")
+        .into_iter()
+        .filter_map(|(i, name, _)| {
+            let (_, cpu_ms, n) = per_name.iter().find(|x| x.0 == name)?;
+            (*n > 0).then(|| (i, cpu_ms * 1e6 / *n as f64))
+        })
+        .collect()
+}
+
+/// `--set workload.phases.N.gap_cycles=G` for each gap (ns, which the 1 GHz stand-in charges
+/// as cycles).
+pub fn gap_sets(gaps: &[(usize, f64)]) -> Vec<String> {
+    gaps.iter()
+        .map(|(i, ns)| format!("workload.phases.{i}.gap_cycles={}", ns.round() as u64))
+        .collect()
+}
+
+/// The gaps on a shared core. The guest's run time per access counts the turns of the other
+/// busy vCPUs, and the stand-in stretches its gap the same way, so each gap is the work that
+/// gives the stand-in the guest's run time per access. Run time grows with the gap (steeply
+/// near saturation): each phase keeps a bracket [lo, hi] around its answer, starting from
+/// [0, guest's run time per access], and steps by guest / stand-in run time per access
+/// inside it (bisecting when the step leaves it).
+pub struct GapSearch {
+    /// (phase index, name, guest ns per access, lo, hi, gap, done)
+    phases: Vec<(usize, String, f64, f64, f64, f64, bool)>,
+}
+
+/// Stand-in run time per access within this fraction of the guest's ends the search.
+const GAP_TOLERANCE: f64 = 0.02;
+
+impl GapSearch {
+    pub fn new(cfg: &Config, guest_lines: &[String]) -> GapSearch {
+        let names = named_phases(cfg, "random");
+        let phases = guest_gaps(cfg, guest_lines)
+            .into_iter()
+            .filter_map(|(i, ns)| {
+                let name = names.iter().find(|p| p.0 == i)?.1.clone();
+                Some((i, name, ns, 0.0, ns, ns, false))
+            })
+            .collect();
+        GapSearch { phases }
+    }
+
+    /// The gaps to try next: (phase index, ns).
+    pub fn gaps(&self) -> Vec<(usize, f64)> {
+        self.phases.iter().map(|p| (p.0, p.5)).collect()
+    }
+
+    /// Whether every phase's stand-in matches its guest.
+    pub fn done(&self) -> bool {
+        self.phases.iter().all(|p| p.6)
+    }
+
+    /// Take the stand-in's (name, run_time_us, accesses) per phase from a run with `gaps()`;
+    /// returns (name, stand-in ns per access, guest ns per access) for each phase measured.
+    pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Vec<(String, f64, f64)> {
+        let mut seen = Vec::new();
+        for (_, name, want, lo, hi, gap, done) in self.phases.iter_mut() {
+            let Some(got) = sim_phases
+                .iter()
+                .find(|p| &p.0 == name && p.2 > 0)
+                .map(|p| p.1 * 1e3 / p.2 as f64)
+            else {
+                *done = true;
+                continue;
+            };
+            seen.push((name.clone(), got, *want));
+            if (got - *want).abs() <= GAP_TOLERANCE * *want || got <= 0.0 {
+                *done = true;
+                continue;
+            }
+            if got > *want {
+                *hi = *gap;
+            } else {
+                *lo = *gap;
+            }
+            let next = *gap * *want / got;
+            *gap = if next > *lo && next < *hi {
+                next
+            } else {
+                (*lo + *hi) / 2.0
+            };
+        }
+        seen
+    }
 }
 
 /// `--set cost.X=...` scaling every kernel-side cost of `cost` by `ratio` (a copy bandwidth
@@ -207,12 +290,11 @@ count = 10
             r#"{"phase":"alone","accesses":500,"cpu_ms":6.0}"#.to_string(),
             r#"{"phase":"reads","accesses":10,"cpu_ms":1.0}"#.to_string(),
         ];
-        // Guest: 10 + 8 + 6 ms for the touches. Stand-in: fill 4 ms on one thread, both 2 ms
-        // on two threads (4 ms of run time), alone 2 ms on thread 0 only (no `threads`: one
-        // thread, though the workload has two); the random phase does not count. 24 / 10.
+        // Guest: 10 + 8 + 6 ms for the touches. Stand-in run time: fill 4 ms, both 4 ms, alone
+        // 2 ms; the random phase does not count. 24 / 10.
         let sim = vec![
             ("fill".to_string(), 4000.0, 1000),
-            ("both".to_string(), 2000.0, 2000),
+            ("both".to_string(), 4000.0, 2000),
             ("alone".to_string(), 2000.0, 500),
             ("reads".to_string(), 5.0, 10),
         ];

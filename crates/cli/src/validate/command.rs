@@ -33,6 +33,9 @@ pub const COUNTERS: &[&str] = &[
     "pgfault",
 ];
 
+/// Stand-in runs of the calibration configuration at most, to find the random phases' gaps.
+const GAP_SEARCH_RUNS: usize = 8;
+
 /// What `tierlab validate` was asked to do.
 pub struct ValidateArgs {
     pub scenario: PathBuf,
@@ -162,6 +165,30 @@ pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<
     sets
 }
 
+/// Each phase's (name, summed run time in µs, accesses).
+fn run_times(r: &tierlab::RunResult) -> Vec<(String, f64, u64)> {
+    (r.phases.iter())
+        .map(|p| (p.name.clone(), p.run_time_us, p.accesses))
+        .collect()
+}
+
+/// Every `--set` of the stand-in's run: the user's, the machine's, then `extra`.
+fn simulate_sets(
+    args: &ValidateArgs,
+    cfg: &Config,
+    guest_nodes: &[guest::GuestNodeInfo],
+    extra: &[String],
+) -> Vec<String> {
+    let mut sets = args.sets.clone();
+    sets.extend(stand_in_sets(cfg, guest_nodes));
+    if args.accel == Accel::Tcg {
+        // -icount runs the vCPUs one at a time on one instruction clock.
+        sets.push("machine.shared_core=true".into());
+    }
+    sets.extend(extra.iter().cloned());
+    sets
+}
+
 /// The scenario simulated on the stand-in machine.
 fn simulate(
     args: &ValidateArgs,
@@ -169,11 +196,13 @@ fn simulate(
     guest_nodes: &[guest::GuestNodeInfo],
     extra: &[String],
 ) -> Result<tierlab::RunResult, String> {
+    stand_in_run(args, &simulate_sets(args, cfg, guest_nodes, extra))
+}
+
+/// The scenario simulated with `sets`.
+fn stand_in_run(args: &ValidateArgs, sets: &[String]) -> Result<tierlab::RunResult, String> {
     let origin = args.scenario.display().to_string();
-    let mut sets = args.sets.clone();
-    sets.extend(stand_in_sets(cfg, guest_nodes));
-    sets.extend(extra.iter().cloned());
-    let sim_cfg = Config::load(&args.scenario, &sets).map_err(|e| e.to_string())?;
+    let sim_cfg = Config::load(&args.scenario, sets).map_err(|e| e.to_string())?;
     let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
     sim.run(&mut |_| {})
@@ -188,6 +217,8 @@ struct SeedRun {
     /// The program's phase lines.
     phases: Vec<serde_json::Value>,
     sim: tierlab::RunResult,
+    /// The stand-in's `--set`s, to rerun it with `tierlab run`.
+    stand_in_sets: Vec<String>,
     cmp: report::Comparison,
     init_wall_seconds: f64,
     wall_seconds: f64,
@@ -201,6 +232,7 @@ impl SeedRun {
             "kernel": self.kernel,
             "real": self.real,
             "real_phases": self.phases,
+            "stand_in_sets": self.stand_in_sets,
             "simulated": self.sim.to_json(),
             "comparison": self.cmp,
         })
@@ -270,20 +302,37 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
     run.args.clear();
-    let mut gaps = phase_gaps(&cfg, &calib.stdout_lines);
-    // The fill phases: how much slower the guest's page faults are than the cost table's.
-    let mut calib_sets = gaps.clone();
-    calib_sets.extend([
-        "kernel.numa_balancing=0".into(),
-        "vm.demotion_enabled=false".into(),
-    ]);
-    let calib_sim = simulate(args, &cfg, &calib.nodes, &calib_sets)?;
-    let sim_phases: Vec<(String, f64, u64)> = calib_sim
-        .phases
-        .iter()
-        .map(|p| (p.name.clone(), p.duration_us, p.accesses))
-        .collect();
-    match calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases) {
+    let mut search = calibrate::GapSearch::new(&cfg, &calib.stdout_lines);
+    // The stand-in of the calibration run: its fill phases say how much slower the guest's
+    // page faults are than the cost table's.
+    let calibration = |gap_ns: &[(usize, f64)]| {
+        let mut sets = calibrate::gap_sets(gap_ns);
+        sets.extend([
+            "kernel.numa_balancing=0".into(),
+            "vm.demotion_enabled=false".into(),
+        ]);
+        simulate(args, &cfg, &calib.nodes, &sets).map(|r| run_times(&r))
+    };
+    let sim_phases = calibration(&search.gaps())?;
+    let ratio = calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases);
+    if args.accel == Accel::Tcg {
+        // On a shared core the gap is the work that gives the guest's run time per access
+        // alongside the other busy vCPUs.
+        let mut sim_phases = sim_phases;
+        for _ in 0..GAP_SEARCH_RUNS {
+            for (name, got, want) in search.step(&sim_phases) {
+                eprintln!(
+                    "tierlab: calibration: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
+                );
+            }
+            if search.done() {
+                break;
+            }
+            sim_phases = calibration(&search.gaps())?;
+        }
+    }
+    let mut gaps = calibrate::gap_sets(&search.gaps());
+    match ratio {
         Some(r) => {
             eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
             gaps.extend(calibrate::kernel_cost_sets(&cfg.cost, r));
@@ -436,7 +485,8 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
-    let sim = simulate(args, cfg, &out.nodes, &extra).map_err(label)?;
+    let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
+    let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
     let cmp = report::compare(&real, &sim, COUNTERS);
     if several {
         let off = cmp.counters.iter().filter(|c| !c.ok).count();
@@ -457,6 +507,7 @@ fn run_seed(
             .collect(),
         real,
         sim,
+        stand_in_sets,
         cmp,
         init_wall_seconds: out.init_wall_seconds,
         wall_seconds: out.wall_seconds,
@@ -476,23 +527,6 @@ fn calibration_sysctls(sysctls: &[(String, String)]) -> Vec<(String, String)> {
             (k.clone(), v)
         })
         .collect()
-}
-
-/// `--set workload.phases.N.gap_cycles=G` for each named `random` phase: G is the guest's run
-/// time per access in that phase (`cpu_ms` / `accesses` over its instances), in ns, which the
-/// 1 GHz stand-in charges as cycles.
-pub fn phase_gaps(cfg: &Config, lines: &[String]) -> Vec<String> {
-    let per_name = calibrate::guest_cost_per_access(lines);
-    let mut sets = Vec::new();
-    for (i, name, _) in calibrate::named_phases(cfg, "random") {
-        if let Some((_, cpu_ms, n)) = per_name.iter().find(|x| x.0 == name) {
-            if *n > 0 {
-                let ns = (cpu_ms * 1e6 / *n as f64).round() as u64;
-                sets.push(format!("workload.phases.{i}.gap_cycles={ns}"));
-            }
-        }
-    }
-    sets
 }
 
 fn tempdir() -> Result<PathBuf, String> {
@@ -572,10 +606,26 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         // hot_small's phases: 0 and 1 touch (not charged), 2 is the random "hot reads".
+        let gaps = calibrate::guest_gaps(&scenario(&[]), &lines);
         assert_eq!(
-            phase_gaps(&scenario(&[]), &lines),
+            calibrate::gap_sets(&gaps),
             vec!["workload.phases.2.gap_cycles=300".to_string()]
         );
+        // On a shared core the stand-in took 450 ns per access of run time with that gap:
+        // the next try is 300 × 300 / 450; at 290 ns it is below, at 300 within 2 %: done.
+        let mut search = calibrate::GapSearch::new(&scenario(&[]), &lines);
+        let sim = |us: f64| vec![("hot reads".to_string(), us, 800_000)];
+        search.step(&sim(360_000.0));
+        assert_eq!(
+            calibrate::gap_sets(&search.gaps()),
+            vec!["workload.phases.2.gap_cycles=200"]
+        );
+        search.step(&sim(232_000.0));
+        assert!(!search.done());
+        let next = search.gaps()[0].1;
+        assert!(next > 200.0 && next < 300.0, "{next}");
+        search.step(&sim(240_000.0));
+        assert!(search.done());
         let off = calibration_sysctls(&guest_sysctls(&scenario(&[])).unwrap());
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));

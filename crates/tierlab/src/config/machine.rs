@@ -72,6 +72,12 @@ knob_table! {
         /// Memory-level parallelism: how many misses overlap on average (latency is divided by it).
         mlp: f64 = 4.0,
             path: TIERLAB, range: Range::at_least(1.0), source: "tierlab";
+        /// Every CPU executes on one host core in turn, as QEMU's TCG does under `-icount`
+        /// (accel/tcg/tcg-accel-ops-rr.c: one thread runs the vCPUs round-robin, each for
+        /// icount_percpu_budget of one shared instruction clock), so work on a CPU takes as
+        /// many times longer as CPUs are busy. For `validate`'s stand-in of an emulated guest.
+        shared_core: bool = false,
+            path: TIERLAB, range: Range::Any, source: "tierlab validate (QEMU TCG round-robin)";
         /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.
         /// Off by default: it costs about a third of the simulator's speed.
         cache_kib: u32 = 0,

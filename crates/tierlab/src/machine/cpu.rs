@@ -27,6 +27,12 @@ pub struct Cpu {
     pub idle_cycles: u64,
     /// Data cache filter; None when machine.cache_kib = 0.
     pub cache: Option<crate::machine::cache::Cache>,
+    /// How many times longer work takes on this CPU: 1, or with `machine.shared_core` the
+    /// number of CPUs busy when its current quantum (or kswapd step) began.
+    pub share: u64,
+    /// The CPU's latest idle span [from, to) before its clock (a pacing wait, or no thread).
+    pub idle_from: u64,
+    pub idle_to: u64,
 }
 
 impl Cpu {
@@ -44,9 +50,29 @@ impl Cpu {
             sys_cycles: 0,
             user_cycles: 0,
             idle_cycles: 0,
+            share: 1,
+            idle_from: 0,
+            idle_to: 0,
             cache: (cache_kib > 0)
                 .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }
+    }
+
+    /// Move the clock to `t` without work (the CPU was idle until then).
+    #[inline]
+    pub fn idle_until(&mut self, t: u64) {
+        if t > self.clock {
+            self.idle_from = self.clock;
+            self.idle_to = t;
+            self.clock = t;
+        }
+    }
+
+    /// Whether the CPU was doing work at `t`, a time it has already run past (its clock is
+    /// beyond `t`): only its latest idle span is remembered.
+    #[inline]
+    pub fn worked_at(&self, t: u64) -> bool {
+        t < self.clock && !(self.idle_from <= t && t < self.idle_to)
     }
 
     /// Drop every TLB entry of one PCID from all three TLBs.

@@ -28,6 +28,8 @@ pub struct Machine {
     pub node_end_pfn: Vec<u32>,
     pub cycles_per_ns: f64,
     pub cost: CostTable,
+    /// `machine.shared_core`: the CPUs take turns on one core.
+    pub shared_core: bool,
 }
 
 impl Machine {
@@ -71,6 +73,7 @@ impl Machine {
             node_end_pfn,
             cycles_per_ns,
             cost: cfg.cost.clone(),
+            shared_core: m.shared_core,
         }
     }
 
@@ -78,6 +81,7 @@ impl Machine {
     #[inline]
     pub fn charge_sys(&mut self, cpu: usize, cycles: u64) {
         let c = &mut self.cpus[cpu];
+        let cycles = cycles * c.share;
         c.clock += cycles;
         c.sys_cycles += cycles;
     }

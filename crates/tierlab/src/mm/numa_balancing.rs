@@ -105,7 +105,14 @@ impl Kernel {
     ) -> u64 {
         let tiering = self.tiering_mode();
         let normal = self.cfg.kernel.numa_balancing & NUMA_BALANCING_NORMAL != 0;
-        let now_ms = m.now_ms(c) as u32;
+        // change_pte_range walks the range in order while the other CPUs run on: each PTE
+        // is made PROT_NONE, and its folio gets the access time, when the walk reaches it.
+        let start = m.cpus[c].clock;
+        let (per_pte, per_update) = (
+            m.cost.numa_scan_pte_cycles as u64 * m.cpus[c].share,
+            m.cost.pte_update_cycles as u64 * m.cpus[c].share,
+        );
+        let cycles_per_ms = m.cycles_per_ns * 1e6;
         let mut n = 0u64;
         for vpn in s..e {
             let p = self.mms[mm].pgtable.get(vpn);
@@ -126,7 +133,8 @@ impl Kernel {
                 continue;
             }
             if tiering && !toptier {
-                page.numa_access_ms = now_ms;
+                let at = start + (vpn - s + 1) as u64 * per_pte + n * per_update;
+                page.numa_access_ms = (at as f64 / cycles_per_ms) as u32;
             }
             // pte_modify(PAGE_NONE) keeps pfn, A and D but drops _PAGE_RW.
             self.mms[mm]
@@ -198,6 +206,19 @@ impl Kernel {
             }
         }
         self.task_numa_fault(m, c, tid, nid, nid == this, failed);
+    }
+
+    /// Whether the NUMA scan made `p` PROT_NONE at a time later than CPU `c`'s clock: the
+    /// scanner's walk is charged in one piece and the other CPUs trail it, so a CPU behind
+    /// it must not see a PTE the walk had not reached (change_prot_numa stamps slow-tier
+    /// folios with the time it reaches them).
+    pub fn numa_scan_ahead(&self, m: &Machine, c: usize, p: u64) -> bool {
+        if p & pte::PROTNONE == 0 || !self.tiering_mode() {
+            return false;
+        }
+        let pfn = pte::pfn(p);
+        !self.tiers.node_is_toptier(m.node_of_pfn(pfn))
+            && self.frames.get(pfn).numa_access_ms as u64 > m.now_ms(c)
     }
 
     /// should_numa_migrate_memory, memory-tiering branch: the tiering policy decides

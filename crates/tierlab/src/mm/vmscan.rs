@@ -135,8 +135,9 @@ impl Kernel {
     pub(crate) fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
         let c = self.kswapd_cpu(m, n);
         if !self.sched.rq[c].busy() {
-            m.cpus[c].clock = m.cpus[c].clock.max(t);
+            m.cpus[c].idle_until(t);
         }
+        self.set_share(m, c);
         if self.lru_gen_on(n) {
             // balance_pgdat → kswapd_age_node / shrink_node branch to lru_gen
             self.lru_gen_kswapd_run(m, n, c);

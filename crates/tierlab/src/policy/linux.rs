@@ -42,7 +42,9 @@ impl TieringPolicy for HotThreshold {
         };
         // numa_hint_fault_latency: now minus the scan time, and the folio remembers now.
         let page = k.frames.get_mut(pfn);
-        let latency = (now as u32).wrapping_sub(page.numa_access_ms) as u64;
+        // A CPU's clock may trail the scanner's by its quantum; jiffies are one clock, and the
+        // scan came first, so a fault "before" the scan has latency 0, not a wrapped one.
+        let latency = (now as u32).saturating_sub(page.numa_access_ms) as u64;
         page.numa_access_ms = now as u32;
         if latency >= th {
             return false;
