@@ -421,51 +421,29 @@ fn fill_wait_drop_samples(lines: &[Value]) -> (Vec<&Value>, &Value) {
 }
 
 #[test]
-fn residency_without_move_pages_comes_from_mincore() {
-    let dir = TempDir::new("mincore");
+fn residency_is_the_same_from_numa_maps_move_pages_and_pagemap() {
+    let dir = TempDir::new("residency");
     if toolchain(&dir.0).is_none() {
         return;
     }
     let c = generate(&workload(FILL_WAIT_DROP), "t.toml", 1, &opts(1, 1)).unwrap();
-    let exe = compile(&dir.0, "mincore", &c);
-    let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_RESIDENCY", "mincore")]);
-    assert_eq!(code, 0, "{lines:?}");
-    let warnings: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l.get("warning").is_some())
-        .collect();
-    assert_eq!(warnings.len(), 1, "{warnings:?}");
-    let (during, last) = fill_wait_drop_samples(&lines);
-    assert!(!during.is_empty());
-    for s in during {
-        assert_eq!(s["regions"]["buf"], serde_json::json!([512]), "{s}");
-    }
-    // After MADV_DONTNEED nothing is resident.
-    assert_eq!(last["regions"]["buf"], serde_json::json!([0]));
-}
-
-#[test]
-fn numa_maps_counts_what_move_pages_counts() {
-    let dir = TempDir::new("numa_maps");
-    if toolchain(&dir.0).is_none() {
-        return;
-    }
-    let c = generate(&workload(FILL_WAIT_DROP), "t.toml", 1, &opts(1, 1)).unwrap();
-    let exe = compile(&dir.0, "numa_maps", &c);
-    // Without watches the sampler reads numa_maps; TIERLAB_RESIDENCY=move_pages asks each page.
-    for env in [&[][..], &[("TIERLAB_RESIDENCY", "move_pages")][..]] {
-        let (code, lines) = run(&exe, &dir.0, env);
-        assert_eq!(code, 0, "{env:?}: {lines:?}");
-        let (during, last) = fill_wait_drop_samples(&lines);
-        assert!(!during.is_empty(), "{env:?}");
-        for s in during {
-            assert_eq!(
-                s["regions"]["buf"],
-                serde_json::json!([512]),
-                "{env:?}: {s}"
-            );
+    let exe = compile(&dir.0, "residency", &c);
+    // Without watches the sampler reads numa_maps; TIERLAB_RESIDENCY=move_pages asks each
+    // page; =mincore reads the pagemap's present bits (with a warning), as without NUMA.
+    for how in ["", "move_pages", "mincore"] {
+        let (code, lines) = run(&exe, &dir.0, &[("TIERLAB_RESIDENCY", how)]);
+        assert_eq!(code, 0, "{how}: {lines:?}");
+        if how == "mincore" {
+            let warnings = lines.iter().filter(|l| l.get("warning").is_some()).count();
+            assert_eq!(warnings, 1, "{lines:?}");
         }
-        assert_eq!(last["regions"]["buf"], serde_json::json!([0]), "{env:?}");
+        let (during, last) = fill_wait_drop_samples(&lines);
+        assert!(!during.is_empty(), "{how}");
+        for s in during {
+            assert_eq!(s["regions"]["buf"], serde_json::json!([512]), "{how}: {s}");
+        }
+        // After MADV_DONTNEED nothing is resident.
+        assert_eq!(last["regions"]["buf"], serde_json::json!([0]), "{how}");
     }
 }
 
