@@ -112,8 +112,20 @@ pub fn gap_sets(gaps: &[(usize, f64)]) -> Vec<String> {
 /// [0, guest's run time per access], and steps by guest / stand-in run time per access
 /// inside it (bisecting when the step leaves it).
 pub struct GapSearch {
-    /// (phase index, name, guest ns per access, lo, hi, gap, done)
-    phases: Vec<(usize, String, f64, f64, f64, f64, bool)>,
+    phases: Vec<GapPhase>,
+}
+
+/// One random phase's search.
+struct GapPhase {
+    index: usize,
+    name: String,
+    /// The guest's run time per access, ns.
+    want: f64,
+    /// The bracket around the answer, and the gap to try next.
+    lo: f64,
+    hi: f64,
+    gap: f64,
+    done: bool,
 }
 
 /// Stand-in run time per access within this fraction of the guest's ends the search.
@@ -124,9 +136,17 @@ impl GapSearch {
         let names = named_phases(cfg, "random");
         let phases = guest_gaps(cfg, guest_lines)
             .into_iter()
-            .filter_map(|(i, ns)| {
-                let name = names.iter().find(|p| p.0 == i)?.1.clone();
-                Some((i, name, ns, 0.0, ns, ns, false))
+            .filter_map(|(index, want)| {
+                let name = names.iter().find(|p| p.0 == index)?.1.clone();
+                Some(GapPhase {
+                    index,
+                    name,
+                    want,
+                    lo: 0.0,
+                    hi: want,
+                    gap: want,
+                    done: false,
+                })
             })
             .collect();
         GapSearch { phases }
@@ -134,42 +154,43 @@ impl GapSearch {
 
     /// The gaps to try next: (phase index, ns).
     pub fn gaps(&self) -> Vec<(usize, f64)> {
-        self.phases.iter().map(|p| (p.0, p.5)).collect()
+        self.phases.iter().map(|p| (p.index, p.gap)).collect()
     }
 
     /// Whether every phase's stand-in matches its guest.
     pub fn done(&self) -> bool {
-        self.phases.iter().all(|p| p.6)
+        self.phases.iter().all(|p| p.done)
     }
 
     /// Take the stand-in's (name, run_time_us, accesses) per phase from a run with `gaps()`;
-    /// returns (name, stand-in ns per access, guest ns per access) for each phase measured.
+    /// returns (name, stand-in ns per access, guest ns per access) for each phase stepped.
     pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Vec<(String, f64, f64)> {
         let mut seen = Vec::new();
-        for (_, name, want, lo, hi, gap, done) in self.phases.iter_mut() {
-            let Some(got) = sim_phases
-                .iter()
-                .find(|p| &p.0 == name && p.2 > 0)
-                .map(|p| p.1 * 1e3 / p.2 as f64)
+        for p in self.phases.iter_mut().filter(|p| !p.done) {
+            let Some(got) = (sim_phases.iter())
+                .find(|s| s.0 == p.name && s.2 > 0)
+                .map(|s| s.1 * 1e3 / s.2 as f64)
             else {
-                *done = true;
+                p.done = true;
                 continue;
             };
-            seen.push((name.clone(), got, *want));
-            if (got - *want).abs() <= GAP_TOLERANCE * *want || got <= 0.0 {
-                *done = true;
+            seen.push((p.name.clone(), got, p.want));
+            if (got - p.want).abs() <= GAP_TOLERANCE * p.want || got <= 0.0 {
+                p.done = true;
                 continue;
             }
-            if got > *want {
-                *hi = *gap;
+            let next = p.gap * p.want / got;
+            if got > p.want {
+                p.hi = p.gap;
             } else {
-                *lo = *gap;
+                p.lo = p.gap;
+                // Run time grows with the gap, so the answer lies above: widen if need be.
+                p.hi = p.hi.max(next);
             }
-            let next = *gap * *want / got;
-            *gap = if next > *lo && next < *hi {
+            p.gap = if next > p.lo && next < p.hi {
                 next
             } else {
-                (*lo + *hi) / 2.0
+                (p.lo + p.hi) / 2.0
             };
         }
         seen

@@ -626,6 +626,11 @@ mod tests {
         assert!(next > 200.0 && next < 300.0, "{next}");
         search.step(&sim(240_000.0));
         assert!(search.done());
+        // A stand-in below the guest at the first try moves the bracket up.
+        let mut search = calibrate::GapSearch::new(&scenario(&[]), &lines);
+        search.step(&sim(120_000.0));
+        let up = search.gaps()[0].1;
+        assert!(up > 300.0 && up <= 600.0, "{up}");
         let off = calibration_sysctls(&guest_sysctls(&scenario(&[])).unwrap());
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));
