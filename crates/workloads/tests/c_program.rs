@@ -375,8 +375,15 @@ fn tiny_scenario_runs_natively() {
         assert_eq!(resident(s, "buf"), 1024, "{s}");
         assert_eq!(resident(s, "buf tail"), 256, "{s}");
     }
-    // The last sample (after every phase): buf refilled, the file read.
+    // The last sample (after every phase): buf refilled, the file read, and each worker's
+    // published access count adds up to the phases' accesses.
     let end = samples.last().unwrap();
+    let published: u64 = (end["accesses"].as_array().unwrap().iter())
+        .map(|a| a.as_u64().unwrap())
+        .sum();
+    let counted: u64 = phases.iter().map(|p| p["accesses"].as_u64().unwrap()).sum();
+    assert_eq!(end["accesses"].as_array().unwrap().len(), 2, "{end}");
+    assert_eq!(published, counted, "{end}");
     assert!(num(end, "t_ms") >= num(phases.last().unwrap(), "end_ms"));
     assert_eq!(resident(end, "buf"), 1024, "{end}");
     assert!(lines.iter().all(|l| l.get("error").is_none()));

@@ -27,6 +27,8 @@ pub struct RealSample {
     pub zones: Vec<ZoneSample>,
     /// How long the sampler took for this sample (it runs alongside the workload).
     pub span_ms: Option<f64>,
+    /// Each worker's accesses so far (published at every pacing batch).
+    pub accesses: Vec<u64>,
 }
 
 /// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
@@ -135,6 +137,11 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
             tlb,
             zones: parse_zones(&v),
             span_ms: v.get("span_ms").and_then(Value::as_f64),
+            accesses: v
+                .get("accesses")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default(),
         });
     }
     if out.is_empty() {

@@ -583,7 +583,13 @@ static inline void spin(uint32_t n)
 }
 
 /* One thread's accesses of an access phase; returns how many it made. */
-static uint64_t run_access(int i, const struct phase *p, struct rng *rng)
+/* Each worker's accesses so far, shared with the sampler process (mapped before the fork);
+ * a worker publishes its count at every pacing batch and at the end of each phase. */
+static _Atomic uint64_t *live_accesses;
+/* This worker's accesses in the phases it has finished. */
+static _Thread_local uint64_t accesses_before;
+
+static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 {
 	uint64_t start = now_ns();
 	int timed = p->duration_ms >= 0.0;
@@ -597,6 +603,8 @@ static uint64_t run_access(int i, const struct phase *p, struct rng *rng)
 	uint64_t k;
 	for (k = 0; timed || k < p->count; k++) {
 		if (batch && k % batch == 0) {
+			atomic_store_explicit(&live_accesses[t], accesses_before + k,
+					      memory_order_relaxed);
 			uint64_t slot = start + k * p->pace_ns;
 			if (timed && slot >= deadline)
 				break;
@@ -653,7 +661,9 @@ static uint64_t run_phase(int t, int i, struct rng *rng)
 	uint64_t n = 0;
 	switch (p->kind) {
 	case K_ACCESS:
-		n = run_access(i, p, rng);
+		n = run_access(t, i, p, rng);
+		accesses_before += n;
+		atomic_store_explicit(&live_accesses[t], accesses_before, memory_order_relaxed);
 		break;
 	case K_MMAP:
 		map_range(p->addr, p->len, p->prot, p->file, p->pgoff);
@@ -985,6 +995,11 @@ static uint64_t sample(int last)
 		l = l ? l + 1 : NULL;
 	}
 	free(irq);
+	sb_printf(&b, "],\"accesses\":[");
+	for (int w = 0; w < NTHREADS; w++)
+		sb_printf(&b, "%s%llu", w ? "," : "",
+			  (unsigned long long)atomic_load_explicit(&live_accesses[w],
+								   memory_order_relaxed));
 	sb_printf(&b, "],\"zones\":");
 	sb_zones(&b, last);
 	uint64_t span = now_ns() - t;
@@ -1093,6 +1108,10 @@ int main(int argc, char **argv)
 	region_status = xmalloc(((size_t)NREGIONS + 1) * sizeof *region_status);
 	for (int i = 0; i < NREGIONS; i++)
 		region_status[i] = xmalloc(REGIONS[i].pages * sizeof(int));
+	live_accesses = mmap(NULL, ((size_t)NTHREADS * sizeof *live_accesses + PAGE - 1) / PAGE * PAGE,
+			     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (live_accesses == MAP_FAILED)
+		die("mmap(access counters): %s", strerror(errno));
 	/* Fork the sampler before the regions exist, so that it shares none of them. */
 	workload_pid = getpid();
 	int stop[2];
