@@ -384,6 +384,15 @@ fn tiny_scenario_runs_natively() {
     let counted: u64 = phases.iter().map(|p| p["accesses"].as_u64().unwrap()).sum();
     assert_eq!(end["accesses"].as_array().unwrap().len(), 2, "{end}");
     assert_eq!(published, counted, "{end}");
+    // Each worker's run time and run-queue wait (schedstat) while it lives, where the kernel
+    // keeps them: every worker has run by some sample before the end.
+    assert_eq!(end["schedstat"].as_array().unwrap().len(), 2, "{end}");
+    if std::path::Path::new("/proc/self/schedstat").exists() {
+        for w in 0..2 {
+            let ran = (samples.iter()).any(|s| s["schedstat"][w][0].as_u64().unwrap() > 0);
+            assert!(ran, "worker {w} never shows run time");
+        }
+    }
     assert!(num(end, "t_ms") >= num(phases.last().unwrap(), "end_ms"));
     assert_eq!(resident(end, "buf"), 1024, "{end}");
     assert!(lines.iter().all(|l| l.get("error").is_none()));

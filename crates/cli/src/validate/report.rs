@@ -29,6 +29,8 @@ pub struct RealSample {
     pub span_ms: Option<f64>,
     /// Each worker's accesses so far (published at every pacing batch).
     pub accesses: Vec<u64>,
+    /// Each worker's [run time, run-queue wait] so far, ns (its schedstat).
+    pub schedstat: Vec<[u64; 2]>,
 }
 
 /// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
@@ -141,6 +143,15 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
                 .get("accesses")
                 .and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                .unwrap_or_default(),
+            schedstat: v
+                .get("schedstat")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| Some([x.get(0)?.as_u64()?, x.get(1)?.as_u64()?]))
+                        .collect()
+                })
                 .unwrap_or_default(),
         });
     }

@@ -35,7 +35,7 @@
 //!
 //! - Sample: `{"t_ms":12.345,"regions":{"buf":[1024,0],"hot tail":[256,0]},
 //!   "vmstat":{"pgmigrate_success":0,"numa_hint_faults":null},"tlb":[365129,370703],
-//!   "accesses":[1024,0],"zones":[..],"span_ms":0.412}`
+//!   "accesses":[1024,0],"schedstat":[[812000,3000],[0,0]],"zones":[..],"span_ms":0.412}`
 //!   - `t_ms`: ms since the program started (CLOCK_MONOTONIC) when the sample began; `span_ms`:
 //!     how long it took (the residency is not an instant snapshot);
 //!   - `regions`: per region, then per `[[workload.watch]]` sub-range (under its name, as the
@@ -52,7 +52,9 @@
 //!     CPU); `[]` where the row does not exist (not x86).
 //!   - `accesses`: each worker's accesses so far, as it published them at its last pacing
 //!     batch or phase end (a page of shared memory mapped before the sampler's fork), so
-//!     the readers' rate can be followed through a burst.
+//!     the readers' rate can be followed through a burst; `schedstat`: each worker's
+//!     `[run, run-queue wait]` so far in ns from `/proc/PID/task/TID/schedstat` (`[0,0]`
+//!     before it starts and after it exits).
 //!   - `zones`: per node and populated zone of `/proc/zoneinfo`, `{"node":0,"zone":"DMA32",
 //!     "free":..,"min":..,"low":..,"high":..,"promo":..,"managed":..,"pcp":..,"pcp_high":..,
 //!     "protection":[..]}` (pages; `pcp` is the pages on the per-CPU lists, not in `free`, and

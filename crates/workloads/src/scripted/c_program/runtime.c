@@ -586,6 +586,8 @@ static inline void spin(uint32_t n)
 /* Each worker's accesses so far, shared with the sampler process (mapped before the fork);
  * a worker publishes its count at every pacing batch and at the end of each phase. */
 static _Atomic uint64_t *live_accesses;
+/* Each worker's thread id (after the counters in the same page), for its schedstat. */
+static _Atomic uint64_t *worker_tids;
 /* This worker's accesses in the phases it has finished. */
 static _Thread_local uint64_t accesses_before;
 
@@ -749,6 +751,7 @@ static void end_phase(int t, int i, uint64_t k, uint64_t n, uint64_t cpu)
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
+	atomic_store(&worker_tids[t], (uint64_t)syscall(SYS_gettid));
 	if (PLACEMENT[t] >= 0) {
 		if (PLACEMENT[t] >= CPU_SETSIZE)
 			die("thread %d: CPU %d is beyond CPU_SETSIZE", t, PLACEMENT[t]);
@@ -1000,6 +1003,21 @@ static uint64_t sample(int last)
 		sb_printf(&b, "%s%llu", w ? "," : "",
 			  (unsigned long long)atomic_load_explicit(&live_accesses[w],
 								   memory_order_relaxed));
+	/* Each worker's run time and run-queue wait so far (/proc/PID/task/TID/schedstat, ns). */
+	sb_printf(&b, "],\"schedstat\":[");
+	for (int w = 0; w < NTHREADS; w++) {
+		char path[96];
+		unsigned long long run = 0, wait = 0;
+		snprintf(path, sizeof path, "/proc/%d/task/%llu/schedstat", (int)workload_pid,
+			 (unsigned long long)atomic_load(&worker_tids[w]));
+		FILE *f = atomic_load(&worker_tids[w]) ? fopen(path, "r") : NULL;
+		if (f) {
+			if (fscanf(f, "%llu %llu", &run, &wait) != 2)
+				run = wait = 0;
+			fclose(f);
+		}
+		sb_printf(&b, "%s[%llu,%llu]", w ? "," : "", run, wait);
+	}
 	sb_printf(&b, "],\"zones\":");
 	sb_zones(&b, last);
 	uint64_t span = now_ns() - t;
@@ -1108,10 +1126,12 @@ int main(int argc, char **argv)
 	region_status = xmalloc(((size_t)NREGIONS + 1) * sizeof *region_status);
 	for (int i = 0; i < NREGIONS; i++)
 		region_status[i] = xmalloc(REGIONS[i].pages * sizeof(int));
-	live_accesses = mmap(NULL, ((size_t)NTHREADS * sizeof *live_accesses + PAGE - 1) / PAGE * PAGE,
-			     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	live_accesses =
+		mmap(NULL, (2 * (size_t)NTHREADS * sizeof *live_accesses + PAGE - 1) / PAGE * PAGE,
+		     PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (live_accesses == MAP_FAILED)
 		die("mmap(access counters): %s", strerror(errno));
+	worker_tids = live_accesses + NTHREADS;
 	/* Fork the sampler before the regions exist, so that it shares none of them. */
 	workload_pid = getpid();
 	int stop[2];
