@@ -582,7 +582,6 @@ static inline void spin(uint32_t n)
 		__asm__ __volatile__("" ::: "memory");
 }
 
-/* One thread's accesses of an access phase; returns how many it made. */
 /* Each worker's accesses so far, shared with the sampler process (mapped before the fork);
  * a worker publishes its count at every pacing batch and at the end of each phase. */
 static _Atomic uint64_t *live_accesses;
@@ -591,6 +590,7 @@ static _Atomic uint64_t *worker_tids;
 /* This worker's accesses in the phases it has finished. */
 static _Thread_local uint64_t accesses_before;
 
+/* One thread's accesses of an access phase; returns how many it made. */
 static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 {
 	uint64_t start = now_ns();
@@ -878,8 +878,9 @@ static void sb_counts(struct sb *b, const uint64_t *counts, int width)
 /*
  * Pages per node of every region from /proc/PID/numa_maps (its N<node>=<pages> fields, one
  * line per VMA, summed over the VMAs that start inside the region): one page-table walk
- * (show_numa_map's gather_pte_stats), about a seventh of what move_pages' per-page lookup
- * costs the guest, so the sampler takes less of the vCPUs' shared time under TCG. Returns 0
+ * (show_numa_map's gather_pte_stats), 2-35 ms per sample on the validation guests where
+ * move_pages' per-page lookups took 110-240 ms, so the sampler takes less of the vCPUs'
+ * shared time under TCG. Returns 0
  * when numa_maps cannot be read (no NUMA), and the caller asks page by page.
  */
 static int per_page_residency; /* TIERLAB_RESIDENCY=move_pages: never numa_maps */
