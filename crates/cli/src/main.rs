@@ -111,8 +111,10 @@ enum Command {
     /// validation scenarios short. A first guest run with NUMA balancing and demotion off
     /// calibrates the stand-in: each random phase's run time per access, and how much slower
     /// the guest runs kernel code than the cost table (from the fill phases' page faults).
-    /// The guest's vCPUs interleave differently from run to run, so the real counters vary
-    /// by a few percent between identical runs: use --seeds for a spread.
+    /// Under TCG the stand-in's CPUs take turns on one core (machine.shared_core), as QEMU
+    /// runs the vCPUs on one instruction clock. The guest's vCPUs interleave differently from
+    /// run to run, so the real counters vary between identical runs: use --seeds for a
+    /// spread. --json also records the stand-in's --set list, to rerun it with `run`.
     Validate {
         /// Scripted scenario TOML file(s). With several (e.g. scenarios/validate/*.toml), each
         /// is validated in turn and a Markdown table with one column per scenario follows.
