@@ -183,13 +183,18 @@ impl Kernel {
             .max()
             .unwrap_or(0);
         for t in waiting {
-            self.sched.threads[t as usize].state = ThreadState::Runnable;
-            let c = self.sched.threads[t as usize].cpu as usize;
-            if self.sched.rq[c].current == NIL {
-                m.cpus[c].idle_until(release);
-            }
-            self.enqueue(m, c, t);
+            self.make_runnable(m, t, release);
         }
+    }
+
+    /// Thread `tid` can run again from `t` on its CPU (an idle CPU waits until then).
+    fn make_runnable(&mut self, m: &mut Machine, tid: u32, t: u64) {
+        self.sched.threads[tid as usize].state = ThreadState::Runnable;
+        let c = self.sched.threads[tid as usize].cpu as usize;
+        if self.sched.rq[c].current == NIL {
+            m.cpus[c].idle_until(t);
+        }
+        self.enqueue(m, c, tid);
     }
 
     pub(crate) fn thread_exit(&mut self, m: &mut Machine, c: usize, tid: usize) {
@@ -224,12 +229,7 @@ impl Kernel {
             })
             .collect();
         for tid in joiners {
-            self.sched.threads[tid as usize].state = ThreadState::Runnable;
-            let c = self.sched.threads[tid as usize].cpu as usize;
-            if self.sched.rq[c].current == NIL {
-                m.cpus[c].idle_until(t);
-            }
-            self.enqueue(m, c, tid);
+            self.make_runnable(m, tid, t);
         }
     }
 
@@ -267,11 +267,6 @@ impl Kernel {
         if self.sched.threads[tid].state != ThreadState::Sleeping {
             return;
         }
-        self.sched.threads[tid].state = ThreadState::Runnable;
-        let c = self.sched.threads[tid].cpu as usize;
-        if self.sched.rq[c].current == NIL {
-            m.cpus[c].idle_until(t);
-        }
-        self.enqueue(m, c, tid as u32);
+        self.make_runnable(m, tid as u32, t);
     }
 }

@@ -25,6 +25,23 @@ fn run_scenario(file: &str, sets: &[String]) -> RunResult {
 
 /// `scenario_test!(name, "file.toml", ["key=value", ...], |result| { assertions })`: one
 /// test that runs the scenario under each architecture of `tierlab::arch::IMPLEMENTED`.
+/// A `--set` or a list of them, as `scenario_test!` takes them.
+trait SetArg {
+    fn add_to(self, sets: &mut Vec<String>);
+}
+
+impl SetArg for &str {
+    fn add_to(self, sets: &mut Vec<String>) {
+        sets.push(self.to_string());
+    }
+}
+
+impl<const N: usize> SetArg for [&str; N] {
+    fn add_to(self, sets: &mut Vec<String>) {
+        sets.extend(self.iter().map(|s| s.to_string()));
+    }
+}
+
 macro_rules! scenario_test {
     ($name:ident, $file:literal, [$($set:expr),* $(,)?], |$r:ident| $check:block) => {
         #[test]
@@ -34,7 +51,7 @@ macro_rules! scenario_test {
                     format!("machine.arch=\"{arch}\""),
                     "sim.check=\"strict\"".to_string(),
                 ];
-                $(sets.push($set.to_string());)*
+                $(SetArg::add_to($set, &mut sets);)*
                 let $r = run_scenario($file, &sets);
                 $check
             }
@@ -73,21 +90,24 @@ scenario_test!(
     }
 );
 
+/// hot_set.toml shrunk to a 64 MiB DRAM node, with a faster scanner.
+const SMALL_HOT_SET: [&str; 7] = [
+    "machine.nodes.0.capacity_mib=64",
+    "machine.nodes.1.capacity_mib=256",
+    "workload.regions.0.size_mib=96",
+    "workload.regions.1.size_mib=32",
+    "workload.phases.2.duration_ms=3000",
+    "kernel.numa_balancing_scan_delay_ms=100",
+    "kernel.numa_balancing_scan_period_min_ms=100",
+];
+
 // The hot part starts on CXL and NUMA balancing promotes it (a faster scanner; paced readers
 // accrue run time, which drives task_tick_numa, only while they run, so the read phase
 // keeps its full 3 s).
 scenario_test!(
     hot_set_gets_promoted,
     "hot_set.toml",
-    [
-        "machine.nodes.0.capacity_mib=64",
-        "machine.nodes.1.capacity_mib=256",
-        "workload.regions.0.size_mib=96",
-        "workload.regions.1.size_mib=32",
-        "workload.phases.2.duration_ms=3000",
-        "kernel.numa_balancing_scan_delay_ms=100",
-        "kernel.numa_balancing_scan_period_min_ms=100",
-    ],
+    [SMALL_HOT_SET,],
     |r| {
         let first = r
             .timeline
@@ -112,16 +132,7 @@ scenario_test!(
 scenario_test!(
     hot_set_with_mglru_demotes_cold_and_promotes_hot,
     "hot_set.toml",
-    [
-        "vm.lru_gen_enabled=true",
-        "machine.nodes.0.capacity_mib=64",
-        "machine.nodes.1.capacity_mib=256",
-        "workload.regions.0.size_mib=96",
-        "workload.regions.1.size_mib=32",
-        "workload.phases.2.duration_ms=3000",
-        "kernel.numa_balancing_scan_delay_ms=100",
-        "kernel.numa_balancing_scan_period_min_ms=100",
-    ],
+    ["vm.lru_gen_enabled=true", SMALL_HOT_SET,],
     |r| {
         let first = r
             .timeline

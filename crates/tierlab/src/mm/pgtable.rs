@@ -91,30 +91,26 @@ impl PageTable {
     #[inline]
     pub fn get(&self, vpn: u32) -> u64 {
         let (t, m, l) = Self::split(vpn);
+        self.leaf(t, m).map_or(0, |leaf| self.leaves[leaf][l])
+    }
+
+    /// The PTE table of top and middle indices `t`, `m`, if it exists.
+    #[inline]
+    fn leaf(&self, t: usize, m: usize) -> Option<usize> {
         let mid = self.top[t];
         if mid == NONE {
-            return 0;
+            return None;
         }
         let leaf = self.mids[mid as usize][m];
-        if leaf == NONE {
-            return 0;
-        }
-        self.leaves[leaf as usize][l]
+        (leaf != NONE).then_some(leaf as usize)
     }
 
     /// Mutable PTE slot for `vpn` if its tables exist.
     #[inline]
     pub fn get_mut(&mut self, vpn: u32) -> Option<&mut u64> {
         let (t, m, l) = Self::split(vpn);
-        let mid = self.top[t];
-        if mid == NONE {
-            return None;
-        }
-        let leaf = self.mids[mid as usize][m];
-        if leaf == NONE {
-            return None;
-        }
-        Some(&mut self.leaves[leaf as usize][l])
+        let leaf = self.leaf(t, m)?;
+        Some(&mut self.leaves[leaf][l])
     }
 
     /// The PTE slot for `vpn`, allocating tables on the way (__pte_alloc).
@@ -136,15 +132,8 @@ impl PageTable {
     /// The PTE table under PMD entry `pmd` (vpn >> 9), if the PMD is populated (pmd_present).
     pub fn pte_table_mut(&mut self, pmd: u32) -> Option<&mut [u64; 512]> {
         let (t, m, _) = Self::split(pmd << LEVEL_BITS);
-        let mid = self.top[t];
-        if mid == NONE {
-            return None;
-        }
-        let leaf = self.mids[mid as usize][m];
-        if leaf == NONE {
-            return None;
-        }
-        Some(&mut self.leaves[leaf as usize])
+        let leaf = self.leaf(t, m)?;
+        Some(&mut self.leaves[leaf])
     }
 
     pub fn set(&mut self, vpn: u32, val: u64) {
