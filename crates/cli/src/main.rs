@@ -145,6 +145,12 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=1000))]
         seeds: u32,
+        /// Trace the NUMA scanner on both sides (kprobes on task_numa_work and
+        /// change_prot_numa and the sched_skip_vma_numa tracepoint in the guest, the same
+        /// events in tierlab) and print every scan pass: when, which thread, how long, the
+        /// PTEs each region had made PROT_NONE, the regions skipped and why.
+        #[arg(long)]
+        scan_trace: bool,
     },
 }
 
@@ -417,6 +423,7 @@ fn main() -> ExitCode {
             timeout,
             json,
             seeds,
+            scan_trace,
         } => validate_cmd(
             scenarios,
             validate::command::ValidateArgs {
@@ -431,6 +438,7 @@ fn main() -> ExitCode {
                 json,
                 timeout_s: timeout,
                 seeds,
+                scan_trace,
             },
         ),
     };

@@ -262,6 +262,9 @@ pub struct RunResult {
     pub check: CheckResult,
     /// Bytes of simulator state per simulated frame.
     pub frame_bytes: usize,
+    /// The NUMA scanner's events (`sim.trace_numa_scan`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub numa_scan_trace: Vec<crate::mm::numa_scan_trace::NumaScanEvent>,
 }
 
 impl RunResult {
@@ -322,6 +325,7 @@ impl RunResult {
                 details: check.violations.clone(),
             },
             frame_bytes: std::mem::size_of::<crate::mm::page::Page>(),
+            numa_scan_trace: k.numa_scan_trace.clone().unwrap_or_default(),
         }
     }
 

@@ -13,7 +13,7 @@
 use super::calibrate;
 use super::guest::{self, Accel, GuestMachine, GuestRun};
 use super::suite;
-use super::{report, seeds};
+use super::{ftrace, report, scan_trace, seeds};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tierlab::mm::memory_tiers::node_adistance;
@@ -46,6 +46,8 @@ pub struct ValidateArgs {
     pub timeout_s: Option<u64>,
     /// Workload seeds to run: the scenario's and the ones after it.
     pub seeds: u32,
+    /// Trace the NUMA scanner on both sides and print it pass by pass.
+    pub scan_trace: bool,
 }
 
 /// The scenario's knobs as the guest's sysctl and sysfs writes. Knobs with no upstream
@@ -220,6 +222,8 @@ struct SeedRun {
     /// The stand-in's `--set`s, to rerun it with `tierlab run`.
     stand_in_sets: Vec<String>,
     cmp: report::Comparison,
+    /// The guest's scanner events and the two sides' passes as text (`--scan-trace`).
+    scan: Option<(scan_trace::GuestScan, String)>,
     init_wall_seconds: f64,
     wall_seconds: f64,
 }
@@ -235,6 +239,7 @@ impl SeedRun {
             "stand_in_sets": self.stand_in_sets,
             "simulated": self.sim.to_json(),
             "comparison": self.cmp,
+            "real_numa_scan_trace": self.scan.as_ref().map(|(g, _)| &g.events),
         })
     }
 }
@@ -349,6 +354,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         eprintln!("tierlab: stand-in charges {g}");
     }
     run.sysctls = sysctls;
+    run.ftrace = args.scan_trace.then(scan_trace::ftrace);
     let mut runs = Vec::new();
     for (i, &seed) in seeds.iter().enumerate() {
         if seeds.len() > 1 {
@@ -378,6 +384,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         );
         print!("{}", one.cmp.text());
         print!("{}", report::zone_text(&one.real, &one.sim));
+        if let Some((_, text)) = &one.scan {
+            print!("{text}");
+        }
         if let Some(path) = &args.json {
             write_json(path, &one.json(&origin))?;
         }
@@ -401,6 +410,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let zones = report::zone_text(&first.real, &first.sim);
     if !zones.is_empty() {
         print!("\nseed {}:{}", first.seed, zones);
+    }
+    if let Some((_, text)) = &first.scan {
+        print!("\nseed {}:{text}", first.seed);
     }
     if let Some(path) = &args.json {
         let doc = serde_json::json!({
@@ -485,9 +497,35 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
+    if args.scan_trace {
+        extra.push("sim.trace_numa_scan=true".into());
+    }
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
     let cmp = report::compare(&real, &sim, COUNTERS);
+    let scan = match &run.ftrace {
+        Some(_) => {
+            for e in &out.ftrace_errors {
+                eprintln!("tierlab: warning: the guest's ftrace: {e}");
+            }
+            let guest = scan_trace::from_guest(&ftrace::parse(&out.trace_lines)).map_err(label)?;
+            let regions: Vec<scan_trace::Named> = workloads::build(cfg, &origin)
+                .map_err(|e| e.to_string())?
+                .regions
+                .into_iter()
+                .map(|r| scan_trace::Named {
+                    name: r.name,
+                    start: r.start,
+                    end: r.start + r.len,
+                })
+                .collect();
+            let real_passes = scan_trace::passes(&guest.events, &regions);
+            let sim_passes = scan_trace::passes(&sim.numa_scan_trace, &regions);
+            let text = scan_trace::text(&real_passes, &sim_passes, &guest);
+            Some((guest, text))
+        }
+        None => None,
+    };
     if several {
         let off = cmp.counters.iter().filter(|c| !c.ok).count();
         eprintln!(
@@ -509,6 +547,7 @@ fn run_seed(
         sim,
         stand_in_sets,
         cmp,
+        scan,
         init_wall_seconds: out.init_wall_seconds,
         wall_seconds: out.wall_seconds,
     })

@@ -26,6 +26,7 @@
 //! faster where it works (see [`Accel::Kvm`]).
 
 use super::cpio::Cpio;
+use super::ftrace::{self, Ftrace};
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,8 @@ pub struct GuestRun {
     pub kernel: Option<PathBuf>,
     /// Extra kernel command-line parameters.
     pub cmdline: Vec<String>,
+    /// Trace the program's run with these kprobes and tracepoints.
+    pub ftrace: Option<Ftrace>,
 }
 
 impl GuestRun {
@@ -126,6 +129,7 @@ impl GuestRun {
             timeout: Duration::from_secs(600),
             kernel: None,
             cmdline: Vec::new(),
+            ftrace: None,
         }
     }
 }
@@ -160,6 +164,10 @@ pub struct GuestNodeInfo {
 pub struct GuestOutput {
     /// The program's stdout, line by line.
     pub stdout_lines: Vec<String>,
+    /// The guest's ftrace lines (GuestRun::ftrace), prefix removed.
+    pub trace_lines: Vec<String>,
+    /// Probes or events the guest refused (`TIERLAB-FTRACE` console lines).
+    pub ftrace_errors: Vec<String>,
     /// The full serial console log (kernel messages, /init's report, the program's stderr).
     pub console: String,
     /// Host wall time from starting QEMU to its exit.
@@ -896,7 +904,7 @@ fn download_kernel(dir: &Path, progress: &mut dyn FnMut(&str)) -> Result<(), Str
 // The initramfs.
 
 /// `'…'`-quoted for the shell.
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -943,7 +951,12 @@ fn guest_file_path(p: &str) -> Result<String, String> {
 }
 
 /// The guest's /init.
-pub fn init_script(sysctls: &[(String, String)], program: &str, args: &[String]) -> String {
+pub fn init_script(
+    sysctls: &[(String, String)],
+    program: &str,
+    args: &[String],
+    ftrace: Option<&Ftrace>,
+) -> String {
     let mut s = String::from(
         r#"#!/bin/sh
 # tierlab guest init: mount, report, apply sysctls, run the program, power off.
@@ -976,8 +989,11 @@ done
 dmesg | grep -E 'acpi/hmat|memory-tier|memory_tier' | sed 's/^/TIERLAB-DMESG /'
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 cd /tierlab
-echo "TIERLAB-RUN uptime=$(tl_up)"
 "#;
+    if let Some(f) = ftrace {
+        s += &f.setup_script();
+    }
+    s += "echo \"TIERLAB-RUN uptime=$(tl_up)\"\n";
     s += &sh_quote(program);
     for a in args {
         s += " ";
@@ -986,7 +1002,11 @@ echo "TIERLAB-RUN uptime=$(tl_up)"
     s += r#" > /dev/ttyS1
 tl_rc=$?
 echo "TIERLAB-EXIT code=$tl_rc uptime=$(tl_up)"
-echo TIERLAB-END > /dev/ttyS1
+"#;
+    if ftrace.is_some() {
+        s += &Ftrace::dump_script();
+    }
+    s += r#"echo TIERLAB-END > /dev/ttyS1
 poweroff -f
 "#;
     s
@@ -1030,7 +1050,7 @@ pub fn build_initramfs(
     c.file(
         "init",
         0o755,
-        init_script(sysctls, &prog_guest, &run.args).as_bytes(),
+        init_script(sysctls, &prog_guest, &run.args, run.ftrace.as_ref()).as_bytes(),
     )?;
     c.file(&prog_guest, 0o755, &prog_bytes)?;
     for (guest, host) in &run.files {
@@ -1260,6 +1280,8 @@ pub fn run_with(
 
     let mut out = GuestOutput {
         stdout_lines: Vec::new(),
+        trace_lines: Vec::new(),
+        ftrace_errors: Vec::new(),
         console,
         wall_seconds,
         init_wall_seconds: init_wall.unwrap_or(f64::NAN),
@@ -1287,7 +1309,14 @@ pub fn run_with(
         );
     }
     lines.pop();
-    out.stdout_lines = lines;
+    let (trace, program): (Vec<String>, Vec<String>) = lines
+        .into_iter()
+        .partition(|l| l.starts_with(ftrace::LINE_PREFIX));
+    out.trace_lines = trace
+        .into_iter()
+        .map(|l| l[ftrace::LINE_PREFIX.len()..].to_string())
+        .collect();
+    out.stdout_lines = program;
     Ok(out)
 }
 
@@ -1325,6 +1354,9 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                 .unwrap_or(f64::NAN)
         };
         match word {
+            "TIERLAB-FTRACE" => out
+                .ftrace_errors
+                .push(m["TIERLAB-FTRACE ".len().min(m.len())..].to_string()),
             "TIERLAB-INIT" => {
                 out.boot_seconds = num("uptime");
                 out.kernel_release = get("release").unwrap_or_default();
@@ -1597,6 +1629,7 @@ type = "xsbench"
             &[("/proc/sys/vm/x".into(), "it's".into())],
             "/tierlab/p",
             &["a b".into(), "c'd".into()],
+            None,
         );
         assert!(s.contains(r"tl_set '/proc/sys/vm/x' 'it'\''s'"));
         assert!(s.contains(r"'/tierlab/p' 'a b' 'c'\''d' > /dev/ttyS1"));
@@ -1629,6 +1662,8 @@ TIERLAB-EXIT code=3 uptime=2.50
         .collect();
         let mut out = GuestOutput {
             stdout_lines: vec![],
+            trace_lines: vec![],
+            ftrace_errors: vec![],
             console: console.into(),
             wall_seconds: 0.0,
             init_wall_seconds: 0.0,

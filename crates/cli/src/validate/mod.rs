@@ -5,7 +5,9 @@
 pub mod calibrate;
 pub mod command;
 pub mod cpio;
+pub mod ftrace;
 pub mod guest;
 pub mod report;
+pub mod scan_trace;
 pub mod seeds;
 pub mod suite;

@@ -182,6 +182,10 @@ knob_table! {
         /// Timeline sampling interval (simulated), ms.
         timeline_interval_ms: f64 = 100.0,
             path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+        /// Record the NUMA scanner's events (task_numa_work, change_prot_numa,
+        /// sched_skip_vma_numa) in the result's `numa_scan_trace`.
+        trace_numa_scan: bool = false,
+            path: TIERLAB, range: Range::Any, source: "tierlab mm/numa_scan_trace.rs";
         /// Invariant checking; unset = strict in debug builds, periodic in release builds.
         check: Option<CheckLevel> = None,
             path: TIERLAB,

@@ -122,6 +122,7 @@ impl Kernel {
             rng: ChaCha8Rng::seed_from_u64(cfg.scenario.seed),
             checker: Checker::new(cfg.sim.check_level()),
             pageout_kept_no_swap: 0,
+            numa_scan_trace: cfg.sim.trace_numa_scan.then(Vec::new),
             cfg,
         };
         k.setup_demote_wmarks();

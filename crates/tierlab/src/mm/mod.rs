@@ -15,6 +15,7 @@ pub mod mmzone;
 pub mod numa_balancing;
 pub mod numa_placement;
 pub mod numa_scan;
+pub mod numa_scan_trace;
 pub mod page;
 pub mod page_alloc;
 pub mod pgtable;

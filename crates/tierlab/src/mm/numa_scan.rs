@@ -10,6 +10,7 @@
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::numa_placement::HZ;
+use crate::mm::numa_scan_trace::{NumaScanEvent, NumaScanWhat, NumabSkip};
 use crate::mm::pgtable::PAGE_SHIFT;
 use crate::workload::{prot, Backing};
 
@@ -35,6 +36,25 @@ fn pid_bit(tid: usize) -> u64 {
 }
 
 impl Kernel {
+    /// Record a scanner event at CPU `c`'s time, when `sim.trace_numa_scan` is on.
+    fn trace_numa_scan(&mut self, m: &Machine, c: usize, tid: usize, what: NumaScanWhat) {
+        if let Some(trace) = self.numa_scan_trace.as_mut() {
+            let t_ms = m.cpus[c].clock as f64 / (m.cycles_per_ns * 1e6);
+            trace.push(NumaScanEvent { t_ms, tid, what });
+        }
+    }
+
+    /// trace_sched_skip_vma_numa.
+    fn trace_skip(&mut self, m: &Machine, c: usize, tid: usize, vma: (u64, u64), why: NumabSkip) {
+        let (start, end) = vma;
+        let what = NumaScanWhat::Skip {
+            start,
+            end,
+            reason: why,
+        };
+        self.trace_numa_scan(m, c, tid, what);
+    }
+
     /// vma_set_access_pid_bit: a hint fault by `tid` in the VMA at `vpn`.
     pub(crate) fn vma_set_access_pid_bit(&mut self, mm: usize, vpn: u32, tid: usize) {
         let addr = (vpn as u64) << PAGE_SHIFT;
@@ -45,23 +65,30 @@ impl Kernel {
         }
     }
 
-    /// vma_is_accessed for the scanning task `tid`.
-    fn vma_is_accessed(&self, mm: usize, st: &VmaNumabState, vma_start: u64, tid: usize) -> bool {
+    /// vma_is_accessed for the scanning task `tid`; `Some(true)` when it scans only because
+    /// a scan is under way inside the VMA (the kernel traces that as ignore_pid_inactive).
+    fn vma_is_accessed(
+        &self,
+        mm: usize,
+        st: &VmaNumabState,
+        vma_start: u64,
+        tid: usize,
+    ) -> Option<bool> {
         let numa = &self.mms[mm].numa;
         // Scan unconditionally the first two times.
         if numa.scan_seq.wrapping_sub(st.start_scan_seq) < 2 {
-            return true;
+            return Some(false);
         }
         if (st.pids_active[0] | st.pids_active[1]) & pid_bit(tid) != 0 {
-            return true;
+            return Some(false);
         }
         // Complete a scan that has already started inside this VMA.
         if numa.scan_offset > vma_start {
-            return true;
+            return Some(true);
         }
         // Not scanned for long and few threads to help: scan it.
         let nr_threads = self.mms[mm].nr_threads;
-        numa.scan_seq > st.prev_scan_seq + nr_threads
+        (numa.scan_seq > st.prev_scan_seq + nr_threads).then_some(false)
     }
 
     /// task_numa_work run by thread `tid` on CPU `c`: mark up to scan_size MB of PTEs
@@ -74,6 +101,21 @@ impl Kernel {
         self.mms[mm].numa.next_scan = now + m.ns_to_cycles(period as f64 * 1e6);
         // Delay this task enough that another task of this mm likely wins next time.
         self.sched.threads[tid].numa_node_stamp += m.ns_to_cycles(2e9 / HZ as f64);
+        self.trace_numa_scan(m, c, tid, NumaScanWhat::Work);
+        self.task_numa_work_vmas(m, c, tid, mm, now_ms);
+        self.trace_numa_scan(m, c, tid, NumaScanWhat::WorkDone);
+    }
+
+    /// The VMA walk of task_numa_work from mm->numa_scan_offset on: `pages` is spent on
+    /// chunks that changed a PTE, `virtpages` on every chunk.
+    fn task_numa_work_vmas(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        tid: usize,
+        mm: usize,
+        now_ms: u64,
+    ) {
         let scan_delay = self.cfg.kernel.numa_balancing_scan_delay_ms;
         let mut pages = (self.cfg.kernel.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT)) as i64;
         let mut virtpages = pages * 8;
@@ -94,6 +136,12 @@ impl Kernel {
                 let readonly_file = matches!(vma.backing, Backing::File { .. }) && !vma.writable();
                 let accessible = vma.prot & (prot::READ | prot::WRITE | prot::EXEC) != 0;
                 if readonly_file || !accessible {
+                    let why = if readonly_file {
+                        NumabSkip::SharedRo
+                    } else {
+                        NumabSkip::Inaccessible
+                    };
+                    self.trace_skip(m, c, tid, (vma.start, vma.end), why);
                     continue;
                 }
                 let seq = self.mms[mm].numa.scan_seq;
@@ -106,6 +154,7 @@ impl Kernel {
                 });
                 // A new VMA waits scan_delay (short-lived tasks' VMAs cost more to scan).
                 if seq > 0 && now_ms < st.next_scan_ms {
+                    self.trace_skip(m, c, tid, (vma.start, vma.end), NumabSkip::ScanDelay);
                     continue;
                 }
                 // Rotate the access PIDs of old VMAs every 4 × scan_delay.
@@ -117,17 +166,30 @@ impl Kernel {
                 // Do not rescan a VMA within the same sequence.
                 if st.prev_scan_seq == seq {
                     self.mms[mm].numa.scan_offset = vma.end;
+                    self.trace_skip(m, c, tid, (vma.start, vma.end), NumabSkip::SeqCompleted);
                     continue;
                 }
                 let st = self.mms[mm].vmas[i - 1].numab.expect("made above");
-                if !pids_forced && !self.vma_is_accessed(mm, &st, vma.start, tid) {
-                    pids_skipped = true;
-                    continue;
+                if !pids_forced {
+                    match self.vma_is_accessed(mm, &st, vma.start, tid) {
+                        None => {
+                            pids_skipped = true;
+                            let why = NumabSkip::PidInactive;
+                            self.trace_skip(m, c, tid, (vma.start, vma.end), why);
+                            continue;
+                        }
+                        Some(true) => {
+                            let why = NumabSkip::IgnorePidInactive;
+                            self.trace_skip(m, c, tid, (vma.start, vma.end), why);
+                        }
+                        Some(false) => {}
+                    }
                 }
                 let mut s = start.max(vma.start);
                 loop {
                     let e = ((s + pages as u64 * 4096).div_ceil(HPAGE) * HPAGE).min(vma.end);
                     let chunk = ((e - s) >> PAGE_SHIFT) as i64;
+                    let t0 = m.cpus[c].clock;
                     let n = self.change_prot_numa(
                         m,
                         c,
@@ -135,6 +197,17 @@ impl Kernel {
                         (s >> PAGE_SHIFT) as u32,
                         (e >> PAGE_SHIFT) as u32,
                     );
+                    if self.numa_scan_trace.is_some() {
+                        // Stamped at the call, as the kprobe on change_prot_numa sees it.
+                        let t1 = std::mem::replace(&mut m.cpus[c].clock, t0);
+                        let what = NumaScanWhat::Chunk {
+                            start: s,
+                            end: e,
+                            updated: n,
+                        };
+                        self.trace_numa_scan(m, c, tid, what);
+                        m.cpus[c].clock = t1;
+                    }
                     if n > 0 {
                         pages -= chunk;
                     }

@@ -189,6 +189,19 @@ static void sb_json_str(struct sb *b, const char *s)
 static pid_t sampler_child;
 
 /* One write(2) per line: the sampler process writes to the same stdout. */
+/* The guest's ftrace marker (TIERLAB_TRACE_MARKER, set by tierlab validate's /init when it
+ * traces): a line there names the writing thread and, from main, the program's t0, so the
+ * trace's timestamps (trace_clock mono) line up with the samples'. -1 when not tracing. */
+static int trace_marker_fd = -1;
+
+static void trace_mark(const char *what)
+{
+	if (trace_marker_fd >= 0) {
+		ssize_t r = write(trace_marker_fd, what, strlen(what));
+		(void)r;
+	}
+}
+
 static void emit(const char *line)
 {
 	pthread_mutex_lock(&out_lock);
@@ -752,6 +765,9 @@ static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
 	atomic_store(&worker_tids[t], (uint64_t)syscall(SYS_gettid));
+	char mark[48];
+	snprintf(mark, sizeof mark, "tierlab worker=%d", t);
+	trace_mark(mark);
 	if (PLACEMENT[t] >= 0) {
 		if (PLACEMENT[t] >= CPU_SETSIZE)
 			die("thread %d: CPU %d is beyond CPU_SETSIZE", t, PLACEMENT[t]);
@@ -1107,7 +1123,11 @@ int main(int argc, char **argv)
 {
 	int probe = argc > 1 && strcmp(argv[1], "--pte-probe") == 0;
 	no_aslr(argv);
+	const char *marker = getenv("TIERLAB_TRACE_MARKER");
+	if (marker)
+		trace_marker_fd = open(marker, O_WRONLY | O_CLOEXEC);
 	t0_ns = now_ns();
+	trace_mark("tierlab main t0");
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_fault;
