@@ -321,6 +321,10 @@ impl Sim {
         let start_clock = self.hw.cpus[c].clock;
         let start_sys = self.hw.cpus[c].sys_cycles;
         let mut stop = false;
+        // The last op, if it was an access that entered the kernel (a fault): the tick that
+        // ends the quantum lands in it, since the op spanning a fixed instant is drawn as a
+        // random tick would be, in proportion to its length, and a fault's time is kernel time.
+        let mut in_fault: Option<(u64, AccessKind)> = None;
         while self.hw.cpus[c].clock < until && !stop {
             if pos == buf.len() {
                 buf.clear();
@@ -332,21 +336,31 @@ impl Sim {
             }
             let op = buf[pos];
             pos += 1;
+            in_fault = None;
             match op {
                 Op::Load(a) => {
                     accesses += 1;
+                    let sys = self.hw.cpus[c].sys_cycles;
                     let cyc = self.access(c, tid, a, AccessKind::Load);
                     self.hw.cpus[c].clock += cyc * share;
+                    let faulted = self.hw.cpus[c].sys_cycles != sys;
+                    in_fault = faulted.then_some((a, AccessKind::Load));
                 }
                 Op::Store(a) => {
                     accesses += 1;
+                    let sys = self.hw.cpus[c].sys_cycles;
                     let cyc = self.access(c, tid, a, AccessKind::Store);
                     self.hw.cpus[c].clock += cyc * share;
+                    let faulted = self.hw.cpus[c].sys_cycles != sys;
+                    in_fault = faulted.then_some((a, AccessKind::Store));
                 }
                 Op::IFetch(a) => {
                     accesses += 1;
+                    let sys = self.hw.cpus[c].sys_cycles;
                     let cyc = self.access(c, tid, a, AccessKind::IFetch);
                     self.hw.cpus[c].clock += cyc * share;
+                    let faulted = self.hw.cpus[c].sys_cycles != sys;
+                    in_fault = faulted.then_some((a, AccessKind::IFetch));
                 }
                 Op::Compute(n) => self.hw.cpus[c].clock += n as u64 * share,
                 Op::Mark(m) => {
@@ -452,7 +466,15 @@ impl Sim {
         self.k.sched.threads[tid].pos = pos;
         self.k.sched.threads[tid].buf = buf;
         self.finish_quantum(c, start_clock, start_sys, accesses, tid);
-        self.k.task_tick_numa(&mut self.hw, c, tid);
+        if self.k.task_tick_numa(&mut self.hw, c, tid) {
+            // task_numa_work is task work, run on the return to user mode (TWA_RESUME): a
+            // fault the tick interrupted returns after the scan, and its instruction runs
+            // again, taking a hint fault if the scan has just made its PTE PROT_NONE.
+            if let Some((a, kind)) = in_fault {
+                let cyc = self.access(c, tid, a, kind);
+                self.hw.cpus[c].clock += cyc * share;
+            }
+        }
         self.k.maybe_preempt(&mut self.hw, c);
     }
 

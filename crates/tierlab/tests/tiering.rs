@@ -3,6 +3,7 @@
 //! TLB flushing. The strict invariant checker runs in every test.
 
 use tierlab::mm::migrate::{MigrateMode, MigrateTarget};
+use tierlab::mm::numa_scan_trace::NumaScanWhat;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
 mod common;
@@ -54,6 +55,34 @@ fn mode_2_scans_only_the_slow_tier() {
     assert!(marked > 0);
     sim.k.check_invariants(&sim.hw, "after scan");
     assert_eq!(sim.k.checker.count, 0);
+}
+
+#[test]
+fn a_fault_returns_through_the_scan_and_its_store_runs_again() {
+    // One thread writes each page once, in order, past DRAM onto the slow node; the scanner
+    // (64 MB a pass, so one chunk covers the region) runs during the fill. Scans run as task
+    // work on the return to user mode: one that ends a first-touch fault makes the
+    // just-mapped slow page PROT_NONE before the store runs again, so a fill that never
+    // revisits a page takes hint faults.
+    let pages = 16_000;
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend((0..pages).map(|i| Op::Store(BASE + i * PAGE)));
+    let cfg = tiered_config(&[
+        "sim.trace_numa_scan=true",
+        "kernel.numa_balancing_scan_size_mb=64",
+    ]);
+    let sim = run(cfg, workload(vec![(Placement::Pinned(0), t0)], vec![]));
+    let trace = sim.k.numa_scan_trace.as_ref().expect("traced");
+    let marking = trace
+        .iter()
+        .filter(|e| matches!(e.what, NumaScanWhat::Chunk { updated, .. } if updated > 0))
+        .count() as u64;
+    let hint_faults = sim.k.vm.get(Vm::NumaHintFaults);
+    assert!(marking > 0, "the scanner marked slow pages during the fill");
+    assert!(
+        hint_faults > 0 && hint_faults <= marking,
+        "{hint_faults} hint faults from {marking} marking scans"
+    );
 }
 
 #[test]

@@ -65,9 +65,10 @@ impl Kernel {
     /// scanning costs a task at most ~3 % of its runtime. A process's first thread (node_stamp
     /// 0) sets its period to task_scan_start on its first tick; promotions lengthen it
     /// (update_task_scan_period, numa_placement.rs).
-    pub(crate) fn task_tick_numa(&mut self, m: &mut Machine, c: usize, tid: usize) {
+    /// Returns whether the scan work ran.
+    pub(crate) fn task_tick_numa(&mut self, m: &mut Machine, c: usize, tid: usize) -> bool {
         if self.cfg.kernel.numa_balancing == 0 {
-            return;
+            return false;
         }
         let mm = self.sched.threads[tid].mm as usize;
         let now = m.cpus[c].clock;
@@ -79,7 +80,7 @@ impl Kernel {
         let t = &self.sched.threads[tid];
         let period = m.ns_to_cycles(t.numa_scan_period_ms as f64 * 1e6);
         if t.runtime <= t.numa_node_stamp + period {
-            return;
+            return false;
         }
         if t.numa_node_stamp == 0 {
             self.sched.threads[tid].numa_scan_period_ms = self.task_scan_min_ms(mm);
@@ -90,7 +91,9 @@ impl Kernel {
             self.task_numa_work(m, c, tid);
             let spent = m.cpus[c].clock - before;
             self.sched.threads[tid].numa_node_stamp += 32 * spent;
+            return true;
         }
+        false
     }
 
     /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the
