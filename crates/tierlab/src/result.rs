@@ -190,6 +190,9 @@ pub struct TimelinePoint {
     pub nodes: Vec<NodeSample>,
     /// Per watched region: resident pages per node (absent when the workload names none).
     pub regions: Option<Vec<(String, Vec<u64>)>>,
+    /// Every thread's run time so far (se.sum_exec_runtime, as /proc/PID/task/TID/schedstat
+    /// reports it), ms.
+    pub run_time_ms: Vec<f64>,
 }
 
 impl Serialize for TimelinePoint {
@@ -206,6 +209,7 @@ impl Serialize for TimelinePoint {
         if let Some(regions) = &self.regions {
             m.serialize_entry("regions", &OrderedMap(regions))?;
         }
+        m.serialize_entry("run_time_ms", &self.run_time_ms)?;
         m.end()
     }
 }
@@ -451,6 +455,7 @@ fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
                     .map(|(r, per_node)| (r.name.clone(), per_node.clone()))
                     .collect()
             }),
+            run_time_ms: s.run_time.iter().map(|&c| sim.hw.cycles_to_s(c) * 1e3).collect(),
         })
         .collect()
 }

@@ -50,6 +50,8 @@ pub struct Sample {
     pub dtlb_load_misses: u64,
     /// Per workload region: resident pages per node.
     pub regions: Vec<Vec<u64>>,
+    /// Every thread's run time so far (se.sum_exec_runtime), cycles.
+    pub run_time: Vec<u64>,
 }
 
 /// vmstat counters recorded in every timeline sample.
@@ -307,6 +309,7 @@ impl Sim {
             tlb_shootdowns: tlb,
             dtlb_load_misses: dtlb,
             regions,
+            run_time: self.k.sched.threads.iter().map(|t| t.runtime).collect(),
         });
     }
 
