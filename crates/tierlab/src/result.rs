@@ -193,6 +193,8 @@ pub struct TimelinePoint {
     /// Every thread's run time so far (se.sum_exec_runtime, as /proc/PID/task/TID/schedstat
     /// reports it), ms.
     pub run_time_ms: Vec<f64>,
+    /// Every thread's accesses so far.
+    pub accesses: Vec<u64>,
 }
 
 impl Serialize for TimelinePoint {
@@ -210,6 +212,7 @@ impl Serialize for TimelinePoint {
             m.serialize_entry("regions", &OrderedMap(regions))?;
         }
         m.serialize_entry("run_time_ms", &self.run_time_ms)?;
+        m.serialize_entry("accesses", &self.accesses)?;
         m.end()
     }
 }
@@ -455,7 +458,12 @@ fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
                     .map(|(r, per_node)| (r.name.clone(), per_node.clone()))
                     .collect()
             }),
-            run_time_ms: s.run_time.iter().map(|&c| sim.hw.cycles_to_s(c) * 1e3).collect(),
+            run_time_ms: s
+                .run_time
+                .iter()
+                .map(|&c| sim.hw.cycles_to_s(c) * 1e3)
+                .collect(),
+            accesses: s.accesses.clone(),
         })
         .collect()
 }

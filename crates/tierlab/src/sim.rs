@@ -52,6 +52,8 @@ pub struct Sample {
     pub regions: Vec<Vec<u64>>,
     /// Every thread's run time so far (se.sum_exec_runtime), cycles.
     pub run_time: Vec<u64>,
+    /// Every thread's accesses so far.
+    pub accesses: Vec<u64>,
 }
 
 /// vmstat counters recorded in every timeline sample.
@@ -310,6 +312,7 @@ impl Sim {
             dtlb_load_misses: dtlb,
             regions,
             run_time: self.k.sched.threads.iter().map(|t| t.runtime).collect(),
+            accesses: self.k.sched.threads.iter().map(|t| t.accesses).collect(),
         });
     }
 

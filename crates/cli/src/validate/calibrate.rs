@@ -97,6 +97,58 @@ pub fn guest_gaps(cfg: &Config, lines: &[String]) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// One sample of the workers, for the quiet window: time (ms), NUMA hint faults so far, and
+/// every worker's run time (ns) and accesses so far.
+pub struct WorkerSample {
+    pub t_ms: f64,
+    pub hint_faults: u64,
+    pub run_ns: Vec<u64>,
+    pub accesses: Vec<u64>,
+}
+
+/// Minimum span of a quiet window, ms: two samples at the default 100 ms interval.
+const QUIET_WINDOW_MIN_MS: f64 = 150.0;
+
+/// The workers' run time per access (ns, summed over workers) inside [begin_ms, end_ms], from
+/// the first sample in it to the last one before the next NUMA hint fault: the run's own
+/// cost per access while NUMA balancing has not yet touched it. None when that window is
+/// shorter than two sample intervals or saw no access.
+pub fn quiet_window(samples: &[WorkerSample], begin_ms: f64, end_ms: f64) -> Option<f64> {
+    let inside: Vec<&WorkerSample> = samples
+        .iter()
+        .filter(|s| s.t_ms >= begin_ms && s.t_ms <= end_ms)
+        .collect();
+    let a = *inside.first()?;
+    let b = inside
+        .iter()
+        .take_while(|s| s.hint_faults == a.hint_faults)
+        .last()?;
+    let sum = |v: &[u64]| v.iter().sum::<u64>();
+    let run = sum(&b.run_ns).checked_sub(sum(&a.run_ns))?;
+    let acc = sum(&b.accesses).checked_sub(sum(&a.accesses))?;
+    (b.t_ms - a.t_ms >= QUIET_WINDOW_MIN_MS && acc > 0).then(|| run as f64 / acc as f64)
+}
+
+/// Each named `random` phase's quiet-window run time per access in the guest's compared
+/// run: (phase index, ns). `phase_lines` are the program's phase lines (first instance).
+pub fn guest_quiet_gaps(
+    cfg: &Config,
+    phase_lines: &[Value],
+    samples: &[WorkerSample],
+) -> Vec<(usize, f64)> {
+    named_phases(cfg, "random")
+        .into_iter()
+        .filter_map(|(i, name, _)| {
+            let line = phase_lines
+                .iter()
+                .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))?;
+            let begin = line.get("begin_ms")?.as_f64()?;
+            let end = line.get("end_ms")?.as_f64()?;
+            Some((i, quiet_window(samples, begin, end)?))
+        })
+        .collect()
+}
+
 /// `--set workload.phases.N.gap_cycles=G` for each gap (ns, which the 1 GHz stand-in charges
 /// as cycles).
 pub fn gap_sets(gaps: &[(usize, f64)]) -> Vec<String> {
@@ -132,9 +184,10 @@ struct GapPhase {
 const GAP_TOLERANCE: f64 = 0.02;
 
 impl GapSearch {
-    pub fn new(cfg: &Config, guest_lines: &[String]) -> GapSearch {
+    /// A search for each (phase index, guest ns per access) of `wants`.
+    pub fn new(cfg: &Config, wants: Vec<(usize, f64)>) -> GapSearch {
         let names = named_phases(cfg, "random");
-        let phases = guest_gaps(cfg, guest_lines)
+        let phases = wants
             .into_iter()
             .filter_map(|(index, want)| {
                 let name = names.iter().find(|p| p.0 == index)?.1.clone();
@@ -264,6 +317,33 @@ pub fn pte_walk_sets(guest_lines: &[String], pte_update_cycles: f64) -> Vec<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample(t_ms: f64, hint_faults: u64, run_ns: [u64; 2], accesses: [u64; 2]) -> WorkerSample {
+        WorkerSample {
+            t_ms,
+            hint_faults,
+            run_ns: run_ns.to_vec(),
+            accesses: accesses.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_quiet_window_ends_at_the_first_hint_fault() {
+        let s = [
+            sample(50.0, 0, [40_000_000, 0], [0, 0]),
+            // The read phase starts at 100 ms: two workers, 1 µs and 3 µs per access.
+            sample(100.0, 0, [90_000_000, 0], [0, 0]),
+            sample(200.0, 0, [110_000_000, 60_000_000], [20_000, 20_000]),
+            sample(300.0, 0, [130_000_000, 120_000_000], [40_000, 40_000]),
+            // A hint fault: what follows is not quiet any more.
+            sample(400.0, 7, [300_000_000, 300_000_000], [50_000, 50_000]),
+        ];
+        let ns = quiet_window(&s, 100.0, 1000.0).unwrap();
+        assert!((ns - 2000.0).abs() < 1e-9, "{ns}");
+        // Too short a window (one interval) says nothing.
+        assert_eq!(quiet_window(&s, 250.0, 1000.0), None);
+        assert_eq!(quiet_window(&s, 2000.0, 3000.0), None);
+    }
 
     fn cfg() -> Config {
         let text = r#"
