@@ -110,7 +110,9 @@ enum Command {
     /// 3.5-7.5 s of wall time (more CPUs, more time), and booting about 10-30 s: keep
     /// validation scenarios short. A first guest run with NUMA balancing and demotion off
     /// calibrates the stand-in: each random phase's run time per access, and how much slower
-    /// the guest runs kernel code than the cost table (from the fill phases' page faults).
+    /// the guest runs kernel code than the cost table (from the fill phases' page faults);
+    /// the run time per access is then taken again from the compared run itself, before its
+    /// first NUMA hint fault, since it varies between guest runs.
     /// Under TCG the stand-in's CPUs take turns on one core (machine.shared_core), as QEMU
     /// runs the vCPUs on one instruction clock. The guest's vCPUs interleave differently from
     /// run to run, so the real counters vary between identical runs: use --seeds for a

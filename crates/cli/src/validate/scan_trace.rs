@@ -197,7 +197,7 @@ pub struct Pass {
 
 const OTHER: &str = "other VMAs";
 
-fn region_of<'a>(regions: &'a [Named], start: u64, end: u64) -> &'a str {
+fn region_of(regions: &[Named], start: u64, end: u64) -> &str {
     regions
         .iter()
         .find(|r| start < r.end && r.start < end)
