@@ -498,43 +498,14 @@ fn run_seed(
     if args.scan_trace {
         extra.push("sim.trace_numa_scan=true".into());
     }
-    // The readers' run time per access varies between guest runs (how their pacing batches
-    // meet on the shared instruction clock), so the gaps are aimed again at this run's own
-    // quiet window: its random phases before the first hint fault. The stand-in side is its
-    // calibration configuration (no NUMA balancing), whose read phases are all quiet.
     let phase_lines: Vec<serde_json::Value> = (out.stdout_lines.iter())
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phase").is_some())
         .collect();
-    let worker_samples: Vec<calibrate::WorkerSample> = real
-        .iter()
-        .map(|r| calibrate::WorkerSample {
-            t_ms: r.t_ms,
-            hint_faults: (r.vmstat.iter())
-                .find(|(k, _)| k == "numa_hint_faults")
-                .map_or(0, |(_, v)| *v),
-            run_ns: r.schedstat.iter().map(|s| s[0]).collect(),
-            accesses: r.accesses.clone(),
-        })
-        .collect();
-    let wants = calibrate::guest_quiet_gaps(cfg, &phase_lines, &worker_samples);
-    if !wants.is_empty() {
-        let mut search = calibrate::GapSearch::new(cfg, wants);
-        for _ in 0..GAP_SEARCH_RUNS {
-            let mut sets = calibrate::gap_sets(&search.gaps());
-            sets.extend(calibration_knobs());
-            let quiet = simulate(args, cfg, &out.nodes, &sets).map_err(label)?;
-            for (name, got, want) in search.step(&run_times(&quiet)) {
-                eprintln!(
-                    "tierlab: quiet window: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
-                );
-            }
-            if search.done() {
-                break;
-            }
-        }
+    let quiet = quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real).map_err(label)?;
+    if !quiet.is_empty() {
         extra.retain(|s| !(s.starts_with("workload.phases.") && s.contains(".gap_cycles=")));
-        extra.extend(calibrate::gap_sets(&search.gaps()));
+        extra.extend(quiet);
     }
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
@@ -582,6 +553,50 @@ fn run_seed(
         init_wall_seconds: out.init_wall_seconds,
         wall_seconds: out.wall_seconds,
     })
+}
+
+/// The readers' run time per access varies between guest runs (how their pacing batches meet
+/// on the shared instruction clock), so each random phase's gap is searched again against
+/// the compared run's own quiet window: the phase before its first hint fault. The stand-in
+/// side is its calibration configuration (no NUMA balancing), whose read phases are all
+/// quiet. Returns the `gap_cycles` sets, empty when no phase has a quiet window.
+fn quiet_window_gaps(
+    args: &ValidateArgs,
+    cfg: &Config,
+    nodes: &[guest::GuestNodeInfo],
+    phase_lines: &[serde_json::Value],
+    real: &[report::RealSample],
+) -> Result<Vec<String>, String> {
+    let samples: Vec<calibrate::WorkerSample> = real
+        .iter()
+        .map(|r| calibrate::WorkerSample {
+            t_ms: r.t_ms,
+            hint_faults: (r.vmstat.iter())
+                .find(|(k, _)| k == "numa_hint_faults")
+                .map_or(0, |(_, v)| *v),
+            run_ns: r.schedstat.iter().map(|s| s[0]).collect(),
+            accesses: r.accesses.clone(),
+        })
+        .collect();
+    let wants = calibrate::guest_quiet_gaps(cfg, phase_lines, &samples);
+    if wants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut search = calibrate::GapSearch::new(cfg, wants);
+    for _ in 0..GAP_SEARCH_RUNS {
+        let mut sets = calibrate::gap_sets(&search.gaps());
+        sets.extend(calibration_knobs());
+        let quiet = simulate(args, cfg, nodes, &sets)?;
+        for (name, got, want) in search.step(&run_times(&quiet)) {
+            eprintln!(
+                "tierlab: quiet window: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
+            );
+        }
+        if search.done() {
+            break;
+        }
+    }
+    Ok(calibrate::gap_sets(&search.gaps()))
 }
 
 /// The stand-in's knobs for the calibration configuration: NUMA balancing and demotion off.

@@ -38,8 +38,13 @@ fn pid_bit(tid: usize) -> u64 {
 impl Kernel {
     /// Record a scanner event at CPU `c`'s time, when `sim.trace_numa_scan` is on.
     fn trace_numa_scan(&mut self, m: &Machine, c: usize, tid: usize, what: NumaScanWhat) {
+        self.trace_numa_scan_at(m, m.cpus[c].clock, tid, what);
+    }
+
+    /// Record a scanner event at time `t` (cycles).
+    fn trace_numa_scan_at(&mut self, m: &Machine, t: u64, tid: usize, what: NumaScanWhat) {
         if let Some(trace) = self.numa_scan_trace.as_mut() {
-            let t_ms = m.cpus[c].clock as f64 / (m.cycles_per_ns * 1e6);
+            let t_ms = t as f64 / (m.cycles_per_ns * 1e6);
             trace.push(NumaScanEvent { t_ms, tid, what });
         }
     }
@@ -197,17 +202,13 @@ impl Kernel {
                         (s >> PAGE_SHIFT) as u32,
                         (e >> PAGE_SHIFT) as u32,
                     );
-                    if self.numa_scan_trace.is_some() {
-                        // Stamped at the call, as the kprobe on change_prot_numa sees it.
-                        let t1 = std::mem::replace(&mut m.cpus[c].clock, t0);
-                        let what = NumaScanWhat::Chunk {
-                            start: s,
-                            end: e,
-                            updated: n,
-                        };
-                        self.trace_numa_scan(m, c, tid, what);
-                        m.cpus[c].clock = t1;
-                    }
+                    // Stamped at the call, as the kprobe on change_prot_numa sees it.
+                    let what = NumaScanWhat::Chunk {
+                        start: s,
+                        end: e,
+                        updated: n,
+                    };
+                    self.trace_numa_scan_at(m, t0, tid, what);
                     if n > 0 {
                         pages -= chunk;
                     }
