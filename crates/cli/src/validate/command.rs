@@ -571,9 +571,7 @@ fn quiet_window_gaps(
         .iter()
         .map(|r| calibrate::WorkerSample {
             t_ms: r.t_ms,
-            hint_faults: (r.vmstat.iter())
-                .find(|(k, _)| k == "numa_hint_faults")
-                .map_or(0, |(_, v)| *v),
+            hint_faults: r.counter("numa_hint_faults").unwrap_or(0),
             run_ns: r.schedstat.iter().map(|s| s[0]).collect(),
             accesses: r.accesses.clone(),
         })

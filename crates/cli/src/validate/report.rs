@@ -33,6 +33,13 @@ pub struct RealSample {
     pub schedstat: Vec<[u64; 2]>,
 }
 
+impl RealSample {
+    /// A /proc/vmstat counter of this sample, if the program read it.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.vmstat.iter().find(|v| v.0 == name).map(|v| v.1)
+    }
+}
+
 /// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
 /// such line).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -287,10 +294,7 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
         .collect();
     let (first, last) = (real.first(), real.last());
     let real_delta = |name: &str| -> u64 {
-        let get = |s: Option<&RealSample>| {
-            s.and_then(|s| s.vmstat.iter().find(|v| v.0 == name).map(|v| v.1))
-                .unwrap_or(0)
-        };
+        let get = |s: Option<&RealSample>| s.and_then(|s| s.counter(name)).unwrap_or(0);
         get(last).saturating_sub(get(first))
     };
     let mut rows: Vec<CounterRow> = counters

@@ -28,6 +28,16 @@ pub struct VmaNumabState {
     pub prev_scan_seq: u32,
 }
 
+/// What vma_is_accessed decided for the scanning task.
+enum VmaAccess {
+    /// Scan it: an early sequence, a hint fault of this task, or long unscanned.
+    Accessed,
+    /// Scan it only because a scan is under way inside it (traced as ignore_pid_inactive).
+    ScanUnderWay,
+    /// Skip it (pid_inactive).
+    Inactive,
+}
+
 /// hash_32(pid, ilog2(BITS_PER_LONG)): the task's bit in pids_active.
 fn pid_bit(tid: usize) -> u64 {
     // A thread's pid: tierlab numbers them from 1 in creation order.
@@ -70,30 +80,33 @@ impl Kernel {
         }
     }
 
-    /// vma_is_accessed for the scanning task `tid`; `Some(true)` when it scans only because
-    /// a scan is under way inside the VMA (the kernel traces that as ignore_pid_inactive).
+    /// vma_is_accessed for the scanning task `tid`.
     fn vma_is_accessed(
         &self,
         mm: usize,
         st: &VmaNumabState,
         vma_start: u64,
         tid: usize,
-    ) -> Option<bool> {
+    ) -> VmaAccess {
         let numa = &self.mms[mm].numa;
         // Scan unconditionally the first two times.
         if numa.scan_seq.wrapping_sub(st.start_scan_seq) < 2 {
-            return Some(false);
+            return VmaAccess::Accessed;
         }
         if (st.pids_active[0] | st.pids_active[1]) & pid_bit(tid) != 0 {
-            return Some(false);
+            return VmaAccess::Accessed;
         }
         // Complete a scan that has already started inside this VMA.
         if numa.scan_offset > vma_start {
-            return Some(true);
+            return VmaAccess::ScanUnderWay;
         }
         // Not scanned for long and few threads to help: scan it.
         let nr_threads = self.mms[mm].nr_threads;
-        (numa.scan_seq > st.prev_scan_seq + nr_threads).then_some(false)
+        if numa.scan_seq > st.prev_scan_seq + nr_threads {
+            VmaAccess::Accessed
+        } else {
+            VmaAccess::Inactive
+        }
     }
 
     /// task_numa_work run by thread `tid` on CPU `c`: mark up to scan_size MB of PTEs
@@ -177,17 +190,17 @@ impl Kernel {
                 let st = self.mms[mm].vmas[i - 1].numab.expect("made above");
                 if !pids_forced {
                     match self.vma_is_accessed(mm, &st, vma.start, tid) {
-                        None => {
+                        VmaAccess::Inactive => {
                             pids_skipped = true;
                             let why = NumabSkip::PidInactive;
                             self.trace_skip(m, c, tid, (vma.start, vma.end), why);
                             continue;
                         }
-                        Some(true) => {
+                        VmaAccess::ScanUnderWay => {
                             let why = NumabSkip::IgnorePidInactive;
                             self.trace_skip(m, c, tid, (vma.start, vma.end), why);
                         }
-                        Some(false) => {}
+                        VmaAccess::Accessed => {}
                     }
                 }
                 let mut s = start.max(vma.start);
