@@ -180,7 +180,7 @@ name = "scan"
 kind = "stride"
 region = "buf"
 stride_bytes = 8192
-gap_cycles = 100
+gap_cycles = [100, 200]
 
 [[workload.phases]]
 name = "cold"

@@ -10,6 +10,44 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 
+/// `gap_cycles`: one count for every thread, or one per workload thread (an array).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum GapCycles {
+    All(u32),
+    PerThread(Vec<u32>),
+}
+
+impl<'de> Deserialize<'de> for GapCycles {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = GapCycles;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a cycle count, or an array of one count per workload thread")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GapCycles, E> {
+                u32::try_from(v)
+                    .map(GapCycles::All)
+                    .map_err(|_| E::custom(format!("{v} is not a cycle count (0 to 2^32 - 1)")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GapCycles, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(-1))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<GapCycles, A::Error> {
+                let mut v = Vec::new();
+                while let Some(x) = a.next_element::<u32>()? {
+                    v.push(x);
+                }
+                Ok(GapCycles::PerThread(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// One phase, by kind.
 pub(super) enum PhaseCfg {
     Touch(TouchCfg),
@@ -36,7 +74,7 @@ pub(super) struct TouchCfg {
     pub write: Option<bool>,
     pub order: Option<String>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<u32>,
+    pub gap_cycles: Option<GapCycles>,
 }
 
 /// `kind = "random"`: `count` (or `duration_ms` × `rate_per_s`) accesses per thread.
@@ -56,7 +94,7 @@ pub(super) struct RandomCfg {
     pub count: Option<u64>,
     pub duration_ms: Option<f64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<u32>,
+    pub gap_cycles: Option<GapCycles>,
 }
 
 /// `kind = "stride"`: one access every `stride_bytes` through the range.
@@ -71,7 +109,7 @@ pub(super) struct StrideCfg {
     pub write: Option<bool>,
     pub stride_bytes: Option<u64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<u32>,
+    pub gap_cycles: Option<GapCycles>,
 }
 
 /// `kind = "madvise"`.
@@ -146,12 +184,12 @@ pub(super) struct RangeKeys<'a> {
 }
 
 /// How an access kind (touch, random, stride) accesses.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct AccessKeys {
     pub write: Option<bool>,
     pub write_fraction: Option<f64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<u32>,
+    pub gap_cycles: Option<GapCycles>,
 }
 
 /// The keys several kinds share, whichever kind a phase is.
@@ -246,15 +284,20 @@ impl PhaseCfg {
         let (range, access) = match self {
             PhaseCfg::Touch(c) => (
                 range(&c.region, c.offset_pages, c.pages),
-                access(c.write, None, c.rate_per_s, c.gap_cycles),
+                access(c.write, None, c.rate_per_s, c.gap_cycles.clone()),
             ),
             PhaseCfg::Random(c) => (
                 range(&c.region, c.offset_pages, c.pages),
-                access(c.write, c.write_fraction, c.rate_per_s, c.gap_cycles),
+                access(
+                    c.write,
+                    c.write_fraction,
+                    c.rate_per_s,
+                    c.gap_cycles.clone(),
+                ),
             ),
             PhaseCfg::Stride(c) => (
                 range(&c.region, c.offset_pages, c.pages),
-                access(c.write, None, c.rate_per_s, c.gap_cycles),
+                access(c.write, None, c.rate_per_s, c.gap_cycles.clone()),
             ),
             PhaseCfg::Madvise(c) => (range(&c.region, c.offset_pages, c.pages), None),
             PhaseCfg::MovePages(c) => (range(&c.region, c.offset_pages, c.pages), None),
@@ -289,7 +332,7 @@ fn access(
     write: Option<bool>,
     write_fraction: Option<f64>,
     rate_per_s: Option<f64>,
-    gap_cycles: Option<u32>,
+    gap_cycles: Option<GapCycles>,
 ) -> Option<AccessKeys> {
     Some(AccessKeys {
         write,

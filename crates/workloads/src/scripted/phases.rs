@@ -12,7 +12,7 @@ use tierlab::config::ConfigError;
 use tierlab::workload::{advice, Backing, Op};
 
 use super::config::parse_prot;
-use super::phase_keys::{PhaseCfg, RandomCfg, RangeKeys};
+use super::phase_keys::{GapCycles, PhaseCfg, RandomCfg, RangeKeys};
 use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes};
 use super::{mix, PAGE};
 
@@ -67,11 +67,11 @@ pub(super) fn plan(
         let participants = participants(keys.threads, p.one_thread_by_default(), nthreads, &at)?;
         let lead = participants.iter().position(|&x| x).unwrap_or(0) as u32;
         let (pace, writes, gap) = match keys.access {
-            None => (None, Writes::Never, None),
+            None => (None, Writes::Never, Vec::new()),
             Some(a) => (
                 pace(a.rate_per_s, &at)?,
                 writes(a.write, a.write_fraction, &at)?,
-                a.gap_cycles,
+                gaps(a.gap_cycles, nthreads, &at)?,
             ),
         };
         let access = |pattern| {
@@ -81,7 +81,7 @@ pub(super) fn plan(
                 pattern,
                 writes,
                 pace,
-                gap,
+                gap: gap.clone(),
             })
         };
 
@@ -326,6 +326,22 @@ fn pace(rate_per_s: Option<f64>, at: &At) -> Result<Option<u32>, ConfigError> {
         ));
     }
     Ok(Some(ns.round() as u32))
+}
+
+/// `gap_cycles` per workload thread: one count for all, or an array of exactly one each.
+fn gaps(g: Option<GapCycles>, nthreads: u32, at: &At) -> Result<Vec<u32>, ConfigError> {
+    Ok(match g {
+        None => Vec::new(),
+        Some(GapCycles::All(c)) => vec![c; nthreads as usize],
+        Some(GapCycles::PerThread(v)) if v.len() == nthreads as usize => v,
+        Some(GapCycles::PerThread(v)) => {
+            let msg = format!(
+                "has {} counts; give one per workload thread ({nthreads})",
+                v.len()
+            );
+            return Err(at.err("gap_cycles", msg));
+        }
+    })
 }
 
 fn writes(write: Option<bool>, fraction: Option<f64>, at: &At) -> Result<Writes, ConfigError> {

@@ -55,8 +55,8 @@ pub(super) struct Access {
     pub writes: Writes,
     /// `Op::Pace` interval (ns) before each access.
     pub pace: Option<u32>,
-    /// `Op::Compute` cycles between accesses.
-    pub gap: Option<u32>,
+    /// `Op::Compute` cycles between accesses, per workload thread (empty: none).
+    pub gap: Vec<u32>,
 }
 
 impl Access {

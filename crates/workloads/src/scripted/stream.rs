@@ -71,7 +71,7 @@ impl Stream {
         if let Some(p) = a.pace {
             out.push(Op::Pace(p));
         }
-        if let Some(g) = a.gap {
+        if let Some(&g) = a.gap.get(self.tid as usize) {
             if i > 0 {
                 out.push(Op::Compute(g));
             }

@@ -474,6 +474,21 @@ fn rate_and_gap_control() {
 }
 
 #[test]
+fn gap_cycles_may_differ_per_thread() {
+    let mut w = wl(&format!(
+        "threads = 2\n{BUF8}[[workload.phases]]\nkind = \"stride\"\nregion = \"buf\"\n\
+         stride_bytes = 16384\ngap_cycles = [100, 300]\n"
+    ));
+    for (t, gap) in [(0, 100), (1, 300)] {
+        let computes: Vec<Op> = ops(&mut w, t)
+            .into_iter()
+            .filter(|o| matches!(o, Op::Compute(_)))
+            .collect();
+        assert_eq!(computes, vec![Op::Compute(gap); 1], "thread {t}");
+    }
+}
+
+#[test]
 fn deterministic_per_seed() {
     let src = format!(
         "threads = 2\n{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 3000\n\
@@ -496,6 +511,9 @@ fn errors_name_the_key() {
     let ph = |body: &str| format!("{r}[[workload.phases]]\n{body}\n");
     let cases: Vec<(String, &str)> = vec![
         (ph("kind = \"touch\"\nregion = \"buf\"\ncnt = 3"), "`workload.phases[0].cnt`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = [1, 2]"), "`workload.phases[0].gap_cycles`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = -1"), "`workload.phases[0].gap_cycles`"),
+        (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = \"x\""), "`workload.phases[0].gap_cycles`"),
         (ph("kind = \"random\"\nregion = \"buf\"\ncount = \"x\""), "`workload.phases[0].count`"),
         (ph("kind = \"touch\"\nregion = \"buf\"\npages = 9"), "`workload.phases[0].pages`"),
         (ph("kind = \"touch\"\nregion = \"buf\"\noffset_pages = 4\npages = 5"), "`workload.phases[0].pages`"),

@@ -95,7 +95,8 @@
 //!     being at least 50 µs long. The schedule starts at each phase instance.
 //!   - `duration_ms`: the phase stops on the clock (CLOCK_MONOTONIC) rather than after
 //!     duration × rate accesses.
-//!   - `gap_cycles`: a spin of that many empty loop iterations (about a cycle each).
+//!   - `gap_cycles`: a spin of that many empty loop iterations (about a cycle each), one count
+//!     for every thread or one per thread (a `GAP_<i>` table either way).
 //!   - Region binding (`node` on a region): after each touch of it, the lowest participating
 //!     thread moves the whole region there with `move_pages`, as the simulator does.
 //! - `madvise` (`MADV_PAGEOUT`, `MADV_COLD`, `MADV_DONTNEED`), `mprotect`, `munmap`, `mmap`

@@ -24,6 +24,16 @@ pub(super) fn tables(out: &mut String, r: &Resolved, seed: u64) -> Result<(), Co
             "static const unsigned char PART_{i}[] = {{{}}};",
             flags.join(", ")
         );
+        if let Body::Access(a) = &p.body {
+            if !a.gap.is_empty() {
+                let gaps: Vec<String> = a.gap.iter().map(|g| format!("{g}U")).collect();
+                let _ = writeln!(
+                    out,
+                    "static const uint32_t GAP_{i}[] = {{{}}};",
+                    gaps.join(", ")
+                );
+            }
+        }
         let duration = r.phase_cfgs[i].duration_ms();
         rows.push(row(i, p, &r.phases.names[i], duration, seed)?);
     }
@@ -170,9 +180,8 @@ fn access_fields(a: &Access, i: usize, duration_ms: Option<f64>, seed: u64, f: &
     if let Some(ns) = a.pace {
         f.push(format!(".pace_ns = {ns}ULL"));
     }
-    if let Some(g) = a.gap {
-        f.push(".has_gap = 1".into());
-        f.push(format!(".gap = {g}U"));
+    if !a.gap.is_empty() {
+        f.push(format!(".gap = GAP_{i}"));
     }
     f.push(format!(".duration_ms = {:?}", duration_ms.unwrap_or(-1.0)));
 }

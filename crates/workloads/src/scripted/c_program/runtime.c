@@ -91,8 +91,7 @@ struct phase {
 	int writes;
 	double write_fraction;
 	uint64_t pace_ns; /* 0: not paced */
-	int has_gap;
-	uint32_t gap;      /* spin iterations between accesses (gap_cycles) */
+	const uint32_t *gap; /* per thread: spin iterations between accesses (gap_cycles); NULL: none */
 	double duration_ms; /* < 0: run `count` accesses; else stop on the clock */
 	uint64_t perm_seed;
 	/* Region binding: after the phase, `lead` moves [bind_addr, +bind_len) to bind_node. */
@@ -629,8 +628,8 @@ static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 		} else if (timed && !batch && (k & 1023) == 0 && now_ns() >= deadline) {
 			break;
 		}
-		if (p->has_gap && k > 0)
-			spin(p->gap);
+		if (p->gap && k > 0)
+			spin(p->gap[t]);
 		uint64_t a;
 		switch (p->pattern) {
 		case P_SEQ:
