@@ -113,7 +113,13 @@ const QUIET_WINDOW_MIN_MS: f64 = 150.0;
 /// the first sample in it to the last one before the next NUMA hint fault: the run's own
 /// cost per access while NUMA balancing has not yet touched it. None when that window is
 /// shorter than two sample intervals or saw no access.
-pub fn quiet_window(samples: &[WorkerSample], begin_ms: f64, end_ms: f64) -> Option<f64> {
+/// `worker` picks one worker; None sums them all.
+pub fn quiet_window(
+    samples: &[WorkerSample],
+    begin_ms: f64,
+    end_ms: f64,
+    worker: Option<usize>,
+) -> Option<f64> {
     let inside: Vec<&WorkerSample> = samples
         .iter()
         .filter(|s| s.t_ms >= begin_ms && s.t_ms <= end_ms)
@@ -123,30 +129,86 @@ pub fn quiet_window(samples: &[WorkerSample], begin_ms: f64, end_ms: f64) -> Opt
         .iter()
         .take_while(|s| s.hint_faults == a.hint_faults)
         .last()?;
-    let sum = |v: &[u64]| v.iter().sum::<u64>();
+    let sum = |v: &[u64]| match worker {
+        Some(w) => v.get(w).copied().unwrap_or(0),
+        None => v.iter().sum::<u64>(),
+    };
     let run = sum(&b.run_ns).checked_sub(sum(&a.run_ns))?;
     let acc = sum(&b.accesses).checked_sub(sum(&a.accesses))?;
     (b.t_ms - a.t_ms >= QUIET_WINDOW_MIN_MS && acc > 0).then(|| run as f64 / acc as f64)
 }
 
-/// Each named `random` phase's quiet-window run time per access in the guest's compared
-/// run: (phase index, ns). `phase_lines` are the program's phase lines (first instance).
+/// Each named `random` phase's quiet-window run time per access in the guest's compared run,
+/// per worker that made accesses in it: (phase index, worker, ns). `phase_lines` are the
+/// program's phase lines (first instance).
 pub fn guest_quiet_gaps(
     cfg: &Config,
     phase_lines: &[Value],
     samples: &[WorkerSample],
-) -> Vec<(usize, f64)> {
-    named_phases(cfg, "random")
-        .into_iter()
-        .filter_map(|(i, name, _)| {
-            let line = phase_lines
+) -> Vec<(usize, usize, f64)> {
+    let workers = samples.first().map_or(0, |s| s.accesses.len());
+    let mut out = Vec::new();
+    for (i, name, _) in named_phases(cfg, "random") {
+        let Some(line) = phase_lines
+            .iter()
+            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let (Some(begin), Some(end)) = (
+            line.get("begin_ms").and_then(Value::as_f64),
+            line.get("end_ms").and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        for w in 0..workers {
+            if let Some(ns) = quiet_window(samples, begin, end, Some(w)) {
+                out.push((i, w, ns));
+            }
+        }
+    }
+    out
+}
+
+/// The stand-in's run time per access of each worker in each named `random` phase, from its
+/// timeline, labelled as `GapSearch::per_worker` labels them: (label, ns, 1000), the form
+/// `GapSearch::step` takes (run time in µs over accesses). Workers are the scripted
+/// process's threads 1.. (thread 0 is main).
+pub fn sim_worker_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(String, f64, u64)> {
+    let samples: Vec<WorkerSample> = (sim.timeline.iter())
+        .map(|p| WorkerSample {
+            t_ms: p.t_ms,
+            hint_faults: (p.vm.0.iter())
+                .find(|(k, _)| k == "numa_hint_faults")
+                .map_or(0, |(_, v)| *v),
+            run_ns: p
+                .run_time_ms
                 .iter()
-                .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))?;
-            let begin = line.get("begin_ms")?.as_f64()?;
-            let end = line.get("end_ms")?.as_f64()?;
-            Some((i, quiet_window(samples, begin, end)?))
+                .skip(1)
+                .map(|ms| (ms * 1e6) as u64)
+                .collect(),
+            accesses: p.accesses.iter().skip(1).copied().collect(),
         })
-        .collect()
+        .collect();
+    let workers = samples.first().map_or(0, |s| s.accesses.len());
+    let mut out = Vec::new();
+    for (_, name, _) in named_phases(cfg, "random") {
+        let Some(ph) = sim.phases.iter().find(|p| p.name == name) else {
+            continue;
+        };
+        let Some(begin) = ph.start_ms else { continue };
+        let end = begin + ph.duration_us_per_instance / 1e3;
+        for w in 0..workers {
+            if let Some(ns) = quiet_window(&samples, begin, end, Some(w)) {
+                out.push((worker_label(&name, w), ns, 1000));
+            }
+        }
+    }
+    out
+}
+
+fn worker_label(phase: &str, worker: usize) -> String {
+    format!("{phase} (w{worker})")
 }
 
 /// `--set workload.phases.N.gap_cycles=G` for each gap (ns, which the 1 GHz stand-in charges
@@ -170,6 +232,8 @@ pub struct GapSearch {
 /// One random phase's search.
 struct GapPhase {
     index: usize,
+    /// The worker whose gap this is; None: every thread's.
+    thread: Option<usize>,
     name: String,
     /// The guest's run time per access, ns.
     want: f64,
@@ -193,6 +257,7 @@ impl GapSearch {
                 let name = names.iter().find(|p| p.0 == index)?.1.clone();
                 Some(GapPhase {
                     index,
+                    thread: None,
                     name,
                     want,
                     lo: 0.0,
@@ -205,9 +270,63 @@ impl GapSearch {
         GapSearch { phases }
     }
 
-    /// The gaps to try next: (phase index, ns).
+    /// A search for each (phase index, worker, guest ns per access) of `wants`: one gap per
+    /// worker, set as the phase's per-thread `gap_cycles` array.
+    pub fn per_worker(cfg: &Config, wants: Vec<(usize, usize, f64)>) -> GapSearch {
+        let names = named_phases(cfg, "random");
+        let phases = wants
+            .into_iter()
+            .filter_map(|(index, w, want)| {
+                let name = worker_label(&names.iter().find(|p| p.0 == index)?.1, w);
+                Some(GapPhase {
+                    index,
+                    thread: Some(w),
+                    name,
+                    want,
+                    lo: 0.0,
+                    hi: want,
+                    gap: want,
+                    done: false,
+                })
+            })
+            .collect();
+        GapSearch { phases }
+    }
+
+    /// The phase-wide gaps to try next: (phase index, ns).
     pub fn gaps(&self) -> Vec<(usize, f64)> {
-        self.phases.iter().map(|p| (p.index, p.gap)).collect()
+        (self.phases.iter())
+            .filter(|p| p.thread.is_none())
+            .map(|p| (p.index, p.gap))
+            .collect()
+    }
+
+    /// The `--set`s of the gaps to try next: phase-wide ones as one count, per-worker ones as
+    /// the phase's array over the workload's `threads` (0 for a thread with none).
+    pub fn sets(&self, threads: usize) -> Vec<String> {
+        let mut sets = gap_sets(&self.gaps());
+        let mut per_phase: Vec<(usize, Vec<u64>)> = Vec::new();
+        for p in &self.phases {
+            let Some(w) = p.thread.filter(|&w| w < threads) else {
+                continue;
+            };
+            let i = match per_phase.iter().position(|(i, _)| *i == p.index) {
+                Some(i) => i,
+                None => {
+                    per_phase.push((p.index, vec![0; threads]));
+                    per_phase.len() - 1
+                }
+            };
+            per_phase[i].1[w] = p.gap.round() as u64;
+        }
+        for (i, g) in per_phase {
+            let list: Vec<String> = g.iter().map(u64::to_string).collect();
+            sets.push(format!(
+                "workload.phases.{i}.gap_cycles=[{}]",
+                list.join(", ")
+            ));
+        }
+        sets
     }
 
     /// Whether every phase's stand-in matches its guest.
@@ -338,11 +457,14 @@ mod tests {
             // A hint fault: what follows is not quiet any more.
             sample(400.0, 7, [300_000_000, 300_000_000], [50_000, 50_000]),
         ];
-        let ns = quiet_window(&s, 100.0, 1000.0).unwrap();
+        let ns = quiet_window(&s, 100.0, 1000.0, None).unwrap();
         assert!((ns - 2000.0).abs() < 1e-9, "{ns}");
+        // Each worker's own: 40 ms / 40,000 and 120 ms / 40,000 accesses.
+        assert_eq!(quiet_window(&s, 100.0, 1000.0, Some(0)), Some(1000.0));
+        assert_eq!(quiet_window(&s, 100.0, 1000.0, Some(1)), Some(3000.0));
         // Too short a window (one interval) says nothing.
-        assert_eq!(quiet_window(&s, 250.0, 1000.0), None);
-        assert_eq!(quiet_window(&s, 2000.0, 3000.0), None);
+        assert_eq!(quiet_window(&s, 250.0, 1000.0, None), None);
+        assert_eq!(quiet_window(&s, 2000.0, 3000.0, None), None);
     }
 
     fn cfg() -> Config {

@@ -557,9 +557,10 @@ fn run_seed(
 
 /// The readers' run time per access varies between guest runs (how their pacing batches meet
 /// on the shared instruction clock), so each random phase's gap is searched again against
-/// the compared run's own quiet window: the phase before its first hint fault. The stand-in
-/// side is its calibration configuration (no NUMA balancing), whose read phases are all
-/// quiet. Returns the `gap_cycles` sets, empty when no phase has a quiet window.
+/// the compared run's own quiet window: the phase before its first hint fault, worker by
+/// worker (the guest's workers do not spend alike per access). The stand-in side is its
+/// calibration configuration (no NUMA balancing), whose read phases are all quiet. Returns
+/// the `gap_cycles` sets, empty when no phase has a quiet window.
 fn quiet_window_gaps(
     args: &ValidateArgs,
     cfg: &Config,
@@ -580,12 +581,13 @@ fn quiet_window_gaps(
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let mut search = calibrate::GapSearch::new(cfg, wants);
+    let workers = samples.first().map_or(0, |s| s.accesses.len());
+    let mut search = calibrate::GapSearch::per_worker(cfg, wants);
     for _ in 0..GAP_SEARCH_RUNS {
-        let mut sets = calibrate::gap_sets(&search.gaps());
+        let mut sets = search.sets(workers);
         sets.extend(calibration_knobs());
         let quiet = simulate(args, cfg, nodes, &sets)?;
-        for (name, got, want) in search.step(&run_times(&quiet)) {
+        for (name, got, want) in search.step(&calibrate::sim_worker_run_times(cfg, &quiet)) {
             eprintln!(
                 "tierlab: quiet window: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
             );
@@ -594,7 +596,7 @@ fn quiet_window_gaps(
             break;
         }
     }
-    Ok(calibrate::gap_sets(&search.gaps()))
+    Ok(search.sets(workers))
 }
 
 /// The stand-in's knobs for the calibration configuration: NUMA balancing and demotion off.
@@ -728,6 +730,21 @@ mod tests {
         search.step(&sim(120_000.0));
         let up = search.gaps()[0].1;
         assert!(up > 300.0 && up <= 600.0, "{up}");
+        // Per worker: one array over the workload's threads, each worker stepped alone.
+        let mut search =
+            calibrate::GapSearch::per_worker(&scenario(&[]), vec![(2, 0, 400.0), (2, 1, 200.0)]);
+        assert_eq!(
+            search.sets(2),
+            vec!["workload.phases.2.gap_cycles=[400, 200]"]
+        );
+        search.step(&[
+            ("hot reads (w0)".to_string(), 400.0, 1000),
+            ("hot reads (w1)".to_string(), 400.0, 1000),
+        ]);
+        assert_eq!(
+            search.sets(2),
+            vec!["workload.phases.2.gap_cycles=[400, 100]"]
+        );
         let off = calibration_sysctls(&guest_sysctls(&scenario(&[])).unwrap());
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));
