@@ -250,38 +250,24 @@ const GAP_TOLERANCE: f64 = 0.02;
 impl GapSearch {
     /// A search for each (phase index, guest ns per access) of `wants`.
     pub fn new(cfg: &Config, wants: Vec<(usize, f64)>) -> GapSearch {
-        let names = named_phases(cfg, "random");
-        let phases = wants
-            .into_iter()
-            .filter_map(|(index, want)| {
-                let name = names.iter().find(|p| p.0 == index)?.1.clone();
-                Some(GapPhase {
-                    index,
-                    thread: None,
-                    name,
-                    want,
-                    lo: 0.0,
-                    hi: want,
-                    gap: want,
-                    done: false,
-                })
-            })
-            .collect();
-        GapSearch { phases }
+        Self::build(cfg, wants.into_iter().map(|(i, ns)| (i, None, ns)))
     }
 
     /// A search for each (phase index, worker, guest ns per access) of `wants`: one gap per
     /// worker, set as the phase's per-thread `gap_cycles` array.
     pub fn per_worker(cfg: &Config, wants: Vec<(usize, usize, f64)>) -> GapSearch {
+        Self::build(cfg, wants.into_iter().map(|(i, w, ns)| (i, Some(w), ns)))
+    }
+
+    fn build(cfg: &Config, wants: impl Iterator<Item = (usize, Option<usize>, f64)>) -> GapSearch {
         let names = named_phases(cfg, "random");
         let phases = wants
-            .into_iter()
-            .filter_map(|(index, w, want)| {
-                let name = worker_label(&names.iter().find(|p| p.0 == index)?.1, w);
+            .filter_map(|(index, thread, want)| {
+                let phase = &names.iter().find(|p| p.0 == index)?.1;
                 Some(GapPhase {
                     index,
-                    thread: Some(w),
-                    name,
+                    thread,
+                    name: thread.map_or(phase.clone(), |w| worker_label(phase, w)),
                     want,
                     lo: 0.0,
                     hi: want,
