@@ -63,24 +63,26 @@ pub fn run(name: &str, sets: &[String]) -> Result<(), String> {
     print!("{}", compare::table(&results));
 
     let cols: Vec<Vec<f64>> = results.iter().map(|(_, r)| compare::metrics(r)).collect();
+    let runs = Runs {
+        cols: &cols,
+        results: &results,
+    };
     let sources = sources(r);
     let mut marks = 0;
     let changes: Vec<&Figure> = r.figures.iter().filter(|f| is_change(f)).collect();
     if !changes.is_empty() {
         println!("\nPublished change beside simulated change (DIRECTION: opposite sign; SIZE ×2: off by more than a factor of 2):\n");
-        let (table, m) = changes_table(&changes, &cols, &sources);
+        let (table, m) = changes_table(&changes, &runs, &sources);
         print!("{table}");
         marks += m;
     }
     let values: Vec<&Figure> = r.figures.iter().filter(|f| !is_change(f)).collect();
     let columns = value_columns(r, &values);
     if !values.is_empty() {
-        let (first, last) = (columns[0], columns[columns.len() - 1]);
         println!(
-            "\nPublished beside simulated (DIRECTION: {} not better than {}; SIZE ×2: a value off by more than a factor of 2):\n",
-            r.variants[last].title, r.variants[first].title
+            "\nPublished beside simulated (DIRECTION: a variant not better than the one published before it; SIZE ×2: a value off by more than a factor of 2):\n"
         );
-        let (table, m) = values_table(r, &values, &columns, &cols, &sources);
+        let (table, m) = values_table(r, &values, &columns, &runs, &sources);
         print!("{table}");
         marks += m;
     }
@@ -98,7 +100,7 @@ pub fn run(name: &str, sets: &[String]) -> Result<(), String> {
             .iter()
             .map(|f| {
                 let unit = if f.metric.ends_with("(%)") { " %" } else { "" };
-                let sim = simulated(f.measure, &cols)[i];
+                let sim = simulated(f.measure, &runs)[i];
                 let sim = sim.map_or("-".to_string(), |x| format!("{x:.1}"));
                 format!("{} {sim}{unit}", f.prose)
             })
@@ -140,8 +142,15 @@ fn footnote(sources: &[&str], f: &Figure) -> String {
     format!("[{n}]")
 }
 
-/// A figure's simulated value for each variant (None: the metric is not in the table).
-fn simulated(m: Measure, cols: &[Vec<f64>]) -> Vec<Option<f64>> {
+/// The variants' results and their comparison-table metrics.
+struct Runs<'a> {
+    cols: &'a [Vec<f64>],
+    results: &'a [compare::Finished],
+}
+
+/// A figure's simulated value for each variant (None: the metric or phase is not there).
+fn simulated(m: Measure, runs: &Runs) -> Vec<Option<f64>> {
+    let cols = runs.cols;
     let at = |name: &str| compare::METRICS.iter().position(|&n| n == name);
     match m {
         Measure::Metric(name) => cols.iter().map(|c| at(name).map(|i| c[i])).collect(),
@@ -149,12 +158,20 @@ fn simulated(m: Measure, cols: &[Vec<f64>]) -> Vec<Option<f64>> {
             .iter()
             .map(|c| at(name).map(|i| 100.0 * (1.0 - c[i] / cols[0][i])))
             .collect(),
+        Measure::PhaseMs(phase) => runs
+            .results
+            .iter()
+            .map(|(_, r)| {
+                let p = r.phases.iter().find(|p| p.name == phase)?;
+                Some(p.duration_us_per_instance / 1000.0)
+            })
+            .collect(),
     }
 }
 
 /// Simulated change beside the published one, marked where the direction differs or the size
 /// is off by more than a factor of 2. Published changes under 2 % count as "no change".
-fn changes_table(figures: &[&Figure], cols: &[Vec<f64>], sources: &[&str]) -> (String, usize) {
+fn changes_table(figures: &[&Figure], runs: &Runs, sources: &[&str]) -> (String, usize) {
     let mut s = format!(
         "{:<24}{:>14}{:>14}{:>5}{:>10}   {}\n",
         "metric", "published", "simulated", "src", "", "simulated before → after"
@@ -164,7 +181,7 @@ fn changes_table(figures: &[&Figure], cols: &[Vec<f64>], sources: &[&str]) -> (S
         let Published::Change { before, after } = f.published else {
             continue;
         };
-        let sim = simulated(f.measure, cols);
+        let sim = simulated(f.measure, runs);
         let (b, a) = (sim[0], sim.get(1).copied().flatten());
         let pub_pct = change(before, after).unwrap_or(0.0);
         let sim_pct = b.zip(a).and_then(|(b, a)| change(b, a));
@@ -227,14 +244,20 @@ fn values_table(
     r: &Reproduction,
     figures: &[&Figure],
     columns: &[usize],
-    cols: &[Vec<f64>],
+    runs: &Runs,
     sources: &[&str],
 ) -> (String, usize) {
+    let w = columns
+        .iter()
+        .map(|&c| r.variants[c].title.len() + 5)
+        .max()
+        .unwrap_or(0)
+        .max(12);
     let mut s = format!("{:<34}", "metric");
     for &c in columns {
         let t = r.variants[c].title;
         s.push_str(&format!(
-            "{:>12}{:>12}",
+            "{:>w$}{:>w$}",
             format!("{t} pub"),
             format!("{t} sim")
         ));
@@ -249,7 +272,7 @@ fn values_table(
         else {
             continue;
         };
-        let sim = simulated(f.measure, cols);
+        let sim = simulated(f.measure, runs);
         let label_sim = |label: &str| {
             let i = r.variants.iter().position(|v| v.label == label)?;
             sim[i]
@@ -288,8 +311,8 @@ fn values_table(
             let p = values.iter().find(|(l, _)| *l == v).map(|&(_, p)| p);
             for x in [p, sim[c]] {
                 match x {
-                    Some(x) => s.push_str(&format!("{x:>12.1}")),
-                    None => s.push_str(&format!("{:>12}", "-")),
+                    Some(x) => s.push_str(&format!("{x:>w$.1}")),
+                    None => s.push_str(&format!("{:>w$}", "-")),
                 }
             }
         }
@@ -303,16 +326,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_figure_measures_a_metric_of_the_comparison_table() {
+    fn every_figure_measures_a_metric_of_the_comparison_table_or_a_phase_of_the_scenario() {
         for r in REPRODUCTIONS {
+            let cfg = Config::from_str_with(r.scenario_toml, r.scenario, None, &[]).unwrap();
+            let phases = cfg.workload.get("phases").and_then(|p| p.as_array());
+            let has_phase = |name: &str| {
+                phases.is_some_and(|ps| {
+                    ps.iter()
+                        .any(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))
+                })
+            };
             for f in r.figures {
-                let (Measure::Metric(m) | Measure::LossVsBaseline(m)) = f.measure;
-                assert!(
-                    compare::METRICS.contains(&m),
-                    "{} {}: '{m}' is not a comparison metric",
-                    r.name,
-                    f.metric
-                );
+                match f.measure {
+                    Measure::Metric(m) | Measure::LossVsBaseline(m) => assert!(
+                        compare::METRICS.contains(&m),
+                        "{} {}: '{m}' is not a comparison metric",
+                        r.name,
+                        f.metric
+                    ),
+                    Measure::PhaseMs(p) => assert!(
+                        has_phase(p),
+                        "{} {}: the scenario has no phase '{p}'",
+                        r.name,
+                        f.metric
+                    ),
+                }
             }
         }
     }

@@ -16,8 +16,10 @@ pub struct CostTable {
     /// Page walk on an STLB miss: "about 25 cycles" penalty for 4 KiB pages (LIKWID); the
     /// walk's own PTE loads mostly hit the caches [estimate].
     pub page_walk_cycles: u32,
-    /// Hardware setting of the Accessed bit on first access: ≈360 ns per page at 2.2 GHz
-    /// (Peter Xu's 99 ms vs 4 ms per GiB, seed 004's cover letter) ≈ 790 cycles; AMD Milan ≈290 ns.
+    /// Hardware setting of the Accessed bit on the first access through an old PTE: a
+    /// user access right after a page fault took over 200 ns with the PTE old and about
+    /// 70 ns with it made young by the fault handler (asterinas PR #1226, x86, CPU not
+    /// named): ≈130 ns, ≈290 cycles at 2.2 GHz [estimate].
     pub accessed_bit_cycles: u32,
     /// Hardware setting of the Dirty bit on first write: "over 500 cycles" (Nadav Amit, linux-mm).
     pub dirty_bit_cycles: u32,
@@ -89,7 +91,7 @@ impl Default for CostTable {
             stlb_hit_cycles: 8,
             cache_hit_cycles: 14,
             page_walk_cycles: 25,
-            accessed_bit_cycles: 790,
+            accessed_bit_cycles: 290,
             dirty_bit_cycles: 500,
             anon_fault_cycles: 3241,
             file_minor_fault_cycles: 2000,

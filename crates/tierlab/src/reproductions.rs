@@ -63,6 +63,8 @@ pub enum Measure {
     Metric(&'static str),
     /// 100 × (1 − metric / the baseline's metric): a loss in % against the first variant.
     LossVsBaseline(&'static str),
+    /// The time one run of the scripted phase of that name took, ms.
+    PhaseMs(&'static str),
 }
 
 /// The published side of a figure.
@@ -80,7 +82,7 @@ pub enum Published {
 }
 
 /// Every reproduction, by name.
-pub const REPRODUCTIONS: &[Reproduction] = &[MIGRC, TPP];
+pub const REPRODUCTIONS: &[Reproduction] = &[MIGRC, TPP, SWAP_YOUNG];
 
 /// The registered reproduction of that name.
 pub fn lookup(name: &str) -> Result<&'static Reproduction, String> {
@@ -249,6 +251,139 @@ const TPP: Reproduction = Reproduction {
             },
             source: TPP_CASE_STUDY,
         },
+    ],
+};
+
+const SWAP_YOUNG_V4: &str = "seed 004: Peter Xu, [PATCH v4 0/7] mm: Remember a/d bits for migration entries, linux-mm 2022-08-11, Tests (Xeon E5-2630 v4 @ 2.20GHz)";
+const SWAP_YOUNG_MILAN: &str = "seed 004: Raghavendra K T's reply to v4 (linux-mm, 2022-11-21): swap-young on AMD EPYC Milan, 2 nodes, 3.72 GHz, base 6.0 vs patched";
+
+/// A two-socket Intel Xeon E5-2630 v4 (Broadwell-EP), Peter Xu's machine. Intel ARK: 2.2 GHz
+/// base, 46-bit physical addresses, 68.3 GB/s per socket (4 × DDR4-2133); affected by L1TF
+/// (Intel's L1TF processor list), so its swap offsets are capped at 2^36, exactly
+/// SWP_MIG_TOTAL_BITS. MLP 10: Haswell/Broadwell's 10 L1D fill buffers (Intel optimization
+/// manual). Latencies are estimates: ~90 ns local, ~140 ns across QPI.
+const BROADWELL_EP: &[&str] = &[
+    "machine.name=\"broadwell-ep-2s\"",
+    "machine.cpu_ghz=2.2",
+    "machine.cpus=4",
+    "machine.mlp=10",
+    "machine.phys_bits=46",
+    "machine.l1tf=true",
+    "machine.nodes=[{ name = \"socket0\", capacity_mib = 2048, read_latency_ns = 90, write_latency_ns = 90, read_bandwidth_gbps = 68.3, write_bandwidth_gbps = 68.3, cpus = \"0-1\" }, { name = \"socket1\", capacity_mib = 2048, read_latency_ns = 140, write_latency_ns = 140, read_bandwidth_gbps = 38.4, write_bandwidth_gbps = 38.4, cpus = \"2-3\" }]",
+];
+
+/// A two-socket AMD EPYC Milan (64 cores per socket) at the 3.72 GHz its tester reported;
+/// 48-bit physical addresses, no L1TF; 204.8 GB/s per socket (8 × DDR4-3200, AMD's
+/// specification). MLP 24 and the latencies (~110 ns local, ~200 ns remote) are estimates.
+const MILAN: &[&str] = &[
+    "machine.name=\"milan-2s\"",
+    "machine.cpu_ghz=3.72",
+    "machine.cpus=4",
+    "machine.mlp=24",
+    "machine.phys_bits=48",
+    "machine.l1tf=false",
+    "machine.nodes=[{ name = \"socket0\", capacity_mib = 2048, read_latency_ns = 110, write_latency_ns = 110, read_bandwidth_gbps = 204.8, write_bandwidth_gbps = 204.8, cpus = \"0-1\" }, { name = \"socket1\", capacity_mib = 2048, read_latency_ns = 200, write_latency_ns = 200, read_bandwidth_gbps = 100, write_bandwidth_gbps = 100, cpus = \"2-3\" }]",
+];
+
+/// A variant's sets: a machine preset's seven sets and one kernel knob.
+const fn machine_and(machine: &'static [&'static str], knob: &'static str) -> [&'static str; 8] {
+    assert!(machine.len() == 7, "a machine preset here is seven sets");
+    let mut out = [knob; 8];
+    let mut i = 0;
+    while i < machine.len() {
+        out[i] = machine[i];
+        i += 1;
+    }
+    out
+}
+const BDW_OLD: [&str; 8] = machine_and(BROADWELL_EP, "kernel.migration_entry_ad=false");
+const BDW_AD: [&str; 8] = machine_and(BROADWELL_EP, "kernel.migration_entry_ad=true");
+const MILAN_OLD: [&str; 8] = machine_and(MILAN, "kernel.migration_entry_ad=false");
+const MILAN_AD: [&str; 8] = machine_and(MILAN, "kernel.migration_entry_ad=true");
+
+/// A value figure of one phase's time, lower is better.
+const fn phase_ms(
+    metric: &'static str,
+    phase: &'static str,
+    values: &'static [(&'static str, f64)],
+    source: &'static str,
+) -> Figure {
+    Figure {
+        metric,
+        prose: metric,
+        measure: Measure::PhaseMs(phase),
+        published: Published::Values {
+            values,
+            higher_is_better: false,
+        },
+        source,
+    }
+}
+
+/// Seed 004 (A/D bits in migration entries): Peter Xu's swap-young on 1 GiB, moved to node
+/// 1 and back, then read and written a byte per page; kernels without and with the series on
+/// the two published machines.
+const SWAP_YOUNG: Reproduction = Reproduction {
+    name: "swap-young",
+    seed: "004",
+    title: "seed 004 (A/D bits in migration entries): swap-young, 1 GiB moved to node 1 and back, then read and written a byte per page",
+    what_it_runs: "swap-young on Broadwell-EP and Milan, migration entries without and with A/D",
+    scenario: "swap_young.toml",
+    scenario_toml: include_str!("../../../scenarios/swap_young.toml"),
+    variants: &[
+        Variant {
+            label: "bdw-6.0",
+            title: "bdw-6.0",
+            sets: &BDW_OLD,
+        },
+        Variant {
+            label: "bdw-6.1",
+            title: "bdw-6.1",
+            sets: &BDW_AD,
+        },
+        Variant {
+            label: "milan-6.0",
+            title: "milan-6.0",
+            sets: &MILAN_OLD,
+        },
+        Variant {
+            label: "milan-6.1",
+            title: "milan-6.1",
+            sets: &MILAN_AD,
+        },
+    ],
+    figures: &[
+        phase_ms(
+            "Broadwell read after moves (ms)",
+            "read after moves",
+            &[("bdw-6.0", 99.0), ("bdw-6.1", 4.0)],
+            SWAP_YOUNG_V4,
+        ),
+        phase_ms(
+            "Milan read after moves (ms)",
+            "read after moves",
+            &[("milan-6.0", 81.364), ("milan-6.1", 2.966)],
+            SWAP_YOUNG_MILAN,
+        ),
+        phase_ms(
+            "Milan write after moves (ms)",
+            "write after moves",
+            &[("milan-6.0", 12.887), ("milan-6.1", 2.720)],
+            SWAP_YOUNG_MILAN,
+        ),
+        // Means of the four later passes each kernel printed.
+        phase_ms(
+            "Milan steady read (ms)",
+            "steady read",
+            &[("milan-6.0", 5.212), ("milan-6.1", 2.894)],
+            SWAP_YOUNG_MILAN,
+        ),
+        phase_ms(
+            "Milan steady write (ms)",
+            "steady write",
+            &[("milan-6.0", 4.544), ("milan-6.1", 2.565)],
+            SWAP_YOUNG_MILAN,
+        ),
     ],
 };
 

@@ -22,6 +22,9 @@ fn config(migrc_break: &str) -> Config {
     let brk = format!("debug.migrc_break=\"{migrc_break}\"");
     tiered_config(&[
         "kernel.migrc=on",
+        // The setup's move_pages leaves the written pages clean only when migration entries
+        // drop the dirty bit, as before 6.1 (with it kept they would never qualify).
+        "kernel.migration_entry_ad=false",
         "kernel.numa_balancing=0",
         "vm.demotion_enabled=false",
         &brk,

@@ -228,6 +228,8 @@ fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
     // isolated and promoted.
     let w = &mut sim.k.nodes[0].zone.wmark;
     (w.min, w.low, w.high) = (0, 0, 0);
+    let before = sim.k.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32);
+    assert_eq!(before & (pte::YOUNG | pte::DIRTY), pte::YOUNG | pte::DIRTY);
     assert!(sim.k.migrate_misplaced_folio_prepare(&mut sim.hw, pfn, 0));
     assert!(sim.k.migrate_misplaced_folio(&mut sim.hw, 0, pfn, 1, 0));
     assert_eq!(sim.k.vm.get(Vm::PgPromoteSuccess), 1);
@@ -240,8 +242,8 @@ fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
     );
     assert_eq!(
         p & (pte::YOUNG | pte::DIRTY),
-        0,
-        "old and clean after migration (pre-6.1)"
+        pte::YOUNG | pte::DIRTY,
+        "the migration entry kept young and dirty (6.1 and later)"
     );
 }
 
@@ -497,15 +499,21 @@ fn move_pages_moves_a_range_with_a_flush_per_page() {
     t1.push(Op::Barrier);
     t1.push(Op::Barrier);
     t1.extend((0..64).map(|i| Op::Load(BASE + i * PAGE)));
-    let mut cfg = tiered_config(&[]);
-    cfg.kernel.numa_balancing = 0;
-    let sim = run(
-        cfg,
-        workload(
-            vec![(Placement::Pinned(0), t0), (Placement::Pinned(1), t1)],
-            vec![],
-        ),
-    );
+    let run_with = |ad: &str| {
+        let mut cfg = tiered_config(&[ad]);
+        cfg.kernel.numa_balancing = 0;
+        run(
+            cfg,
+            workload(
+                vec![
+                    (Placement::Pinned(0), t0.clone()),
+                    (Placement::Pinned(1), t1.clone()),
+                ],
+                vec![],
+            ),
+        )
+    };
+    let sim = run_with("kernel.migration_entry_ad=true");
     let node_of = |i: u64| {
         sim.hw.node_of_pfn(pte::pfn(
             sim.k.mms[0].pgtable.get(((BASE >> 12) + i) as u32),
@@ -517,8 +525,11 @@ fn move_pages_moves_a_range_with_a_flush_per_page() {
     assert_eq!(sim.k.nodes[1].nr_anon, 16);
     // MIGRATE_SYNC: each of the 16 PTEs was flushed on its own, so CPU 1 took 16 IPIs.
     assert_eq!(sim.hw.cpus[1].irq.tlb, 16);
-    // The moved pages were remapped old: CPU 1's re-read set the Accessed bit again.
-    assert!(sim.perf_total().get(tierlab::stats::Perf::AbitAssists) >= 16);
+    // Before 6.1 the moved pages came back old, and CPU 1's re-read set the Accessed bit of
+    // each again; with young kept in the migration entry it sets none.
+    let assists = |sim: &Sim| sim.perf_total().get(tierlab::stats::Perf::AbitAssists);
+    let old = run_with("kernel.migration_entry_ad=false");
+    assert_eq!(assists(&old), assists(&sim) + 16);
 }
 
 #[test]

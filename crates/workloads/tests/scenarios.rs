@@ -73,12 +73,15 @@ scenario_test!(
     }
 );
 
-// Seed 004's sequence: migrated PTEs come back old, so the first read after two moves pays an
-// Accessed-bit assist per page that a steady read does not.
+// Seed 004's sequence with pre-6.1 migration entries: migrated PTEs come back old, so the
+// first read after two moves pays an Accessed-bit assist per page that a steady read does not.
 scenario_test!(
-    swap_young_read_after_moves_pays_for_old_ptes,
+    swap_young_read_after_moves_pays_for_old_ptes_before_6_1,
     "swap_young.toml",
-    ["workload.regions.0.size_mib=64"],
+    [
+        "workload.regions.0.size_mib=64",
+        "kernel.migration_entry_ad=false"
+    ],
     |r| {
         let steady = phase(&r, "first read").duration_us;
         let after = phase(&r, "read after moves").duration_us;
@@ -87,6 +90,24 @@ scenario_test!(
             "after moves {after} us vs steady {steady} us"
         );
         assert!(phase(&r, "move to node 1").vmstat.get("pgmigrate_success") >= 64 * 256);
+    }
+);
+
+// With 6.1's entries the moved pages keep young and dirty: the read and the write after the
+// moves cost what a steady pass costs.
+scenario_test!(
+    swap_young_moves_keep_young_and_dirty_from_6_1,
+    "swap_young.toml",
+    ["workload.regions.0.size_mib=64"],
+    |r| {
+        let steady = phase(&r, "first read").duration_us;
+        for p in ["read after moves", "write after moves"] {
+            let after = phase(&r, p).duration_us;
+            assert!(
+                (after - steady).abs() < 0.01 * steady,
+                "{p} {after} us vs steady {steady} us"
+            );
+        }
     }
 );
 

@@ -48,6 +48,20 @@ impl Arch {
     }
 }
 
+/// MAX_PHYSMEM_BITS: the widest physical address the kernel's memory model covers.
+pub fn max_physmem_bits(cfg: &Config) -> u32 {
+    match cfg.machine.arch {
+        ArchName::X86 => x86::MAX_PHYSMEM_BITS,
+    }
+}
+
+/// arch_max_swapfile_size: how many swap offsets the architecture's swap PTE can hold.
+pub fn max_swapfile_size(cfg: &Config) -> u64 {
+    match cfg.machine.arch {
+        ArchName::X86 => x86::arch_max_swapfile_size(cfg),
+    }
+}
+
 impl Kernel {
     /// switch_mm: CPU `c` starts running `mm`.
     pub fn switch_mm(&mut self, m: &mut Machine, c: usize, mm: usize) {

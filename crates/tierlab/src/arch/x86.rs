@@ -10,6 +10,28 @@ use crate::mm::mm_types::{CpuMask, Mm};
 use crate::mm::page::NIL;
 use crate::stats::{Perf, Vm};
 
+/// MAX_PHYSMEM_BITS with 4-level paging (arch/x86/include/asm/sparsemem.h; 52 needs LA57,
+/// which tierlab does not model).
+pub const MAX_PHYSMEM_BITS: u32 = 46;
+
+/// Swap offset bits of an x86-64 swap PTE: bits 14..63, stored inverted
+/// (arch/x86/include/asm/pgtable_64.h SWP_TYPE_BITS 5, SWP_OFFSET_FIRST_BIT 9).
+const SWP_OFFSET_BITS: u32 = 64 - (9 + 5);
+const SWP_OFFSET_FIRST_BIT: u32 = 9;
+
+/// arch_max_swapfile_size (arch/x86/mm/init.c): with the L1TF bug and its mitigation on,
+/// offsets stay below half the physical address space (l1tf_pfn_limit), shifted up by the
+/// three offset bits below the PFN's.
+pub fn arch_max_swapfile_size(cfg: &Config) -> u64 {
+    let pages = crate::mm::swapfile::generic_max_swapfile_size(SWP_OFFSET_BITS);
+    if cfg.machine.l1tf && cfg.x86.l1tf != "off" {
+        let l1tf_limit = 1u64 << (cfg.machine.phys_bits - 1 - crate::mm::pgtable::PAGE_SHIFT);
+        let l1tf_limit = l1tf_limit << (crate::mm::pgtable::PAGE_SHIFT - SWP_OFFSET_FIRST_BIT);
+        return pages.min(l1tf_limit);
+    }
+    pages
+}
+
 /// One of a CPU's dynamic ASIDs/PCIDs (cpu_tlbstate.ctxs[]): which mm it holds and the mm's
 /// tlb_gen the TLB contents are known to be current with.
 #[derive(Clone, Copy, Debug)]

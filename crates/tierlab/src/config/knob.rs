@@ -216,6 +216,14 @@ impl KnobValue for bool {
 }
 
 impl KnobValue for String {
+    fn check(&self, range: &Range) -> Result<(), String> {
+        match range {
+            Range::OneOf(names) if !names.contains(&self.as_str()) => {
+                Err(format!("\"{self}\" is not one of {range}"))
+            }
+            _ => Ok(()),
+        }
+    }
     fn to_toml(&self) -> String {
         format!("{self:?}")
     }

@@ -124,6 +124,13 @@ knob_table! {
             path: TIERLAB,
             range: Range::Any,
             source: "MIGRC v9 patch series (seed 000), CONFIG_MIGRC; not upstream";
+        /// Migration entries keep the PTE's young and dirty bits (when the swap offset has room
+        /// for them, migration_entry_supports_ad), so a migrated page comes back young and
+        /// dirty as it was. Upstream since 6.1; false models earlier kernels (old and clean).
+        migration_entry_ad: bool = true,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "mm: Remember young/dirty bit for page migrations (2e3468778dbe, v6.1; seed 004)";
         /// TPP: promote a slow-tier page on a hint fault only if it is on the active LRU.
         /// Otherwise mark it accessed so a later fault promotes it; replaces mode 2's hot-threshold
         /// test. Off by default. Accepts true/false or "on"/"off".
@@ -154,6 +161,13 @@ knob_table! {
             path: "/sys/kernel/debug/x86/tlb_single_page_flush_ceiling",
             range: Range::Int(0, INT_MAX),
             source: "arch/x86/mm/tlb.c tlbflush_write_file: kstrtoint, rejects ceiling < 0";
+        /// L1TF mitigation (kernel command line `l1tf=`). On a CPU with the bug, any setting
+        /// but "off" caps the swap offset at half the physical address space
+        /// (arch_max_swapfile_size), which may leave no room for A/D bits in migration entries.
+        l1tf: String = "flush".into(),
+            path: "kernel command line l1tf=",
+            range: Range::OneOf(&["off", "flush,nowarn", "flush", "flush,nosmt", "full", "full,force"]),
+            source: "arch/x86/kernel/cpu/bugs.c l1tf_cmdline; Documentation/admin-guide/hw-vuln/l1tf.rst (default flush)";
     }
 }
 

@@ -72,6 +72,19 @@ knob_table! {
         /// Memory-level parallelism: how many misses overlap on average (latency is divided by it).
         mlp: f64 = 4.0,
             path: TIERLAB, range: Range::at_least(1.0), source: "tierlab";
+        /// Physical address bits the CPU reports (CPUID 0x80000008, boot_cpu_data.x86_phys_bits;
+        /// the kernel's x86_cache_bits): with L1TF they bound the swap offset, and so whether
+        /// migration entries keep the A/D bits.
+        phys_bits: u32 = 46,
+            path: "/proc/cpuinfo \"address sizes\"",
+            range: Range::Int(32, 52),
+            source: "arch/x86/kernel/cpu/common.c get_cpu_address_sizes; 52 is the architectural maximum (MAX_PHYSADDR_BITS)";
+        /// The CPU has the L1 Terminal Fault bug (X86_BUG_L1TF): Intel cores before Cascade
+        /// Lake and Ice Lake; no AMD core.
+        l1tf: bool = false,
+            path: "/sys/devices/system/cpu/vulnerabilities/l1tf",
+            range: Range::Any,
+            source: "arch/x86/kernel/cpu/common.c cpu_vuln_whitelist (NO_L1TF) and cpu_set_bug_bits";
         /// Every CPU executes on one host core in turn, as QEMU's TCG does under `-icount`
         /// (accel/tcg/tcg-accel-ops-rr.c: one thread runs the vCPUs round-robin, each for
         /// icount_percpu_budget of one shared instruction clock), so work on a CPU takes as

@@ -104,8 +104,8 @@ impl Kernel {
     /// try_to_migrate: replace every PTE mapping `src` by a migration entry that keeps the
     /// write permission; queue the TLB flush in tlb_ubc when batching, else flush now. With
     /// MIGRC a folio whose mappings are all read-only and clean goes to tlb_ubc_ro instead;
-    /// returns whether it did. Young and dirty are not kept in the entry yet (kernels before
-    /// 6.1), so the remapped PTE comes back old and clean.
+    /// returns whether it did. The entry keeps young and dirty when
+    /// migration_entry_supports_ad() (6.1 and later, room in the swap offset).
     pub fn try_to_migrate(&mut self, m: &mut Machine, c: usize, src: u32, batch: bool) -> bool {
         let mappings = self.rmap_mappings(src);
         let ptes: Vec<u64> = mappings
@@ -119,6 +119,15 @@ impl Kernel {
             let mut entry = pte::mk(src, pte::MIGRATION);
             if old & pte::WRITE != 0 {
                 entry |= pte::MIG_WRITE;
+            }
+            // try_to_migrate_one: make_migration_entry_young/_dirty from the present PTE.
+            if self.swap_migration_ad_supported && pte::maps_frame(old) {
+                if old & pte::YOUNG != 0 {
+                    entry |= pte::MIG_YOUNG;
+                }
+                if old & pte::DIRTY != 0 {
+                    entry |= pte::MIG_DIRTY;
+                }
             }
             self.mms[mm as usize].pgtable.set(vpn, entry);
             let page = self.frames.get_mut(src);
@@ -191,6 +200,14 @@ impl Kernel {
             let mut new = pte::mk(dst, pte::PRESENT);
             if old & pte::MIG_WRITE != 0 {
                 new |= pte::WRITE;
+            }
+            // remove_migration_pte: pte_mkold unless the entry kept young; dirty only if
+            // the entry kept it and the folio is dirty (entries without bits: old, clean).
+            if old & pte::MIG_YOUNG != 0 {
+                new |= pte::YOUNG;
+            }
+            if old & pte::MIG_DIRTY != 0 && self.frames.get(dst).has(pg::DIRTY) {
+                new |= pte::DIRTY;
             }
             self.mms[mm as usize].pgtable.set(vpn, new);
             self.frames.get_mut(dst).mapcount += 1;

@@ -123,6 +123,7 @@ impl Kernel {
             checker: Checker::new(cfg.sim.check_level()),
             pageout_kept_no_swap: 0,
             numa_scan_trace: cfg.sim.trace_numa_scan.then(Vec::new),
+            swap_migration_ad_supported: crate::mm::swapfile::swap_migration_ad_supported(&cfg),
             cfg,
         };
         k.setup_demote_wmarks();

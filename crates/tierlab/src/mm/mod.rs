@@ -21,4 +21,5 @@ pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
 pub mod swap;
+pub mod swapfile;
 pub mod vmscan;
