@@ -57,6 +57,18 @@ pub struct CostTable {
     pub invlpg_cycles: u32,
     /// Local full flush (CR3 write / INVPCID single-context) [estimate].
     pub full_flush_cycles: u32,
+    /// arm64: issuing one broadcast TLBI (VALE1IS / ASIDE1IS) without waiting for it; the
+    /// wait is the DSB's [estimate: a system-register write that queues a DVM message].
+    pub tlbi_cycles: u32,
+    /// arm64: DSB ISH waiting for broadcast TLBIs to complete, fixed part, ns. Eliding the
+    /// flush of an mprotect'd page saved 0.35 µs of 3.2 µs (Dev Jain, "arm64/mm: Elide TLB
+    /// flush in certain pte protection transitions", Arm, machine not named) [estimate].
+    pub dsb_ish_base_ns: f64,
+    /// arm64: DSB ISH wait per online CPU the broadcast reaches, ns: the TLBI's latency
+    /// grows with the CPUs of the inner-shareable domain (Andrea Arcangeli, "arm64: tlb: skip
+    /// tlbi broadcast"; seed 001's "bad scalability of tlb shootdown in HW") [estimate: with
+    /// the base, ≈350 ns on 8 CPUs].
+    pub dsb_ish_per_cpu_ns: f64,
     /// Context switch between threads on a CPU (switch_mm with PCID, no flush) [estimate].
     pub context_switch_cycles: u32,
     /// mmap/munmap/mprotect system call fixed cost [estimate].
@@ -109,6 +121,9 @@ impl Default for CostTable {
             ipi_receive_cycles: 1000,
             invlpg_cycles: 100,
             full_flush_cycles: 200,
+            tlbi_cycles: 20,
+            dsb_ish_base_ns: 300.0,
+            dsb_ish_per_cpu_ns: 6.0,
             context_switch_cycles: 2000,
             syscall_cycles: 500,
             pte_update_cycles: 20,

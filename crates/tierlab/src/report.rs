@@ -32,6 +32,13 @@ impl RunResult {
                 p.name()
             );
         }
+        // arm64 flushes by broadcast TLBI and waits in DSB ISH (tierlab's counts).
+        for p in [Perf::Tlbi, Perf::DsbIsh, Perf::DsbIshCycles] {
+            let n = self.perf.get(p.name());
+            if n > 0 {
+                let _ = writeln!(s, "{:>20}      {}", group(n), p.name());
+            }
+        }
         let _ = writeln!(
             s,
             "\n{:>20.6} seconds simulated ({:.6} s timed region)",

@@ -88,6 +88,9 @@ counters!(
     PageWalks => "page_walks",
     AbitAssists => "accessed_bit_assists",
     DbitAssists => "dirty_bit_assists",
+    Tlbi => "arm64.tlbi",
+    DsbIsh => "arm64.dsb_ish",
+    DsbIshCycles => "arm64.dsb_ish_cycles",
 });
 
 /// Flat counter arrays: the hot path increments by index, never by name.

@@ -71,7 +71,9 @@ fn readers_of_clean_ro_pages(migrc_break: &str) -> Sim {
             "read-only and clean after migration"
         );
     }
-    let Arch::X86(x86) = &mut sim.k.arch;
+    let Arch::X86(x86) = &mut sim.k.arch else {
+        panic!("MIGRC is modelled on x86 only");
+    };
     for c in 1..4 {
         let cpu = &mut sim.hw.cpus[c];
         x86.cpus[c].is_lazy = false;

@@ -7,6 +7,7 @@
 //! methods as `x86::X86`, add a variant to `Arch` (matched below) and accept its name in
 //! `config::Arch`.
 
+pub mod arm64;
 pub mod x86;
 
 use crate::config::Arch as ArchName;
@@ -17,11 +18,12 @@ use crate::mm::mm_types::{CpuMask, Mm};
 use crate::stats::VmCounters;
 
 /// The `machine.arch` names of the implemented architectures (scenario tests run each).
-pub const IMPLEMENTED: &[&str] = &["x86"];
+pub const IMPLEMENTED: &[&str] = &["x86", "arm64"];
 
 /// The running architecture's TLB-management state.
 pub enum Arch {
     X86(x86::X86),
+    Arm64(arm64::Arm64),
 }
 
 /// struct arch_tlbflush_unmap_batch: what a batched unmap must flush before its frames are
@@ -44,6 +46,7 @@ impl Arch {
     pub fn new(cfg: &Config) -> Arch {
         match cfg.machine.arch {
             ArchName::X86 => Arch::X86(x86::X86::new(cfg)),
+            ArchName::Arm64 => Arch::Arm64(arm64::Arm64::new(cfg)),
         }
     }
 }
@@ -52,6 +55,7 @@ impl Arch {
 pub fn max_physmem_bits(cfg: &Config) -> u32 {
     match cfg.machine.arch {
         ArchName::X86 => x86::MAX_PHYSMEM_BITS,
+        ArchName::Arm64 => arm64::MAX_PHYSMEM_BITS,
     }
 }
 
@@ -59,6 +63,7 @@ pub fn max_physmem_bits(cfg: &Config) -> u32 {
 pub fn max_swapfile_size(cfg: &Config) -> u64 {
     match cfg.machine.arch {
         ArchName::X86 => x86::arch_max_swapfile_size(cfg),
+        ArchName::Arm64 => crate::mm::swapfile::generic_max_swapfile_size(arm64::SWP_OFFSET_BITS),
     }
 }
 
@@ -72,6 +77,7 @@ impl Kernel {
         };
         match &mut self.arch {
             Arch::X86(x) => x.switch_mm_irqs_off(&mut t, c, mm),
+            Arch::Arm64(a) => a.switch_mm(&mut t, c, mm),
         }
     }
 
@@ -79,6 +85,7 @@ impl Kernel {
     pub fn enter_lazy_tlb(&mut self, c: usize) {
         match &mut self.arch {
             Arch::X86(x) => x.enter_lazy_tlb(c),
+            Arch::Arm64(a) => a.enter_lazy_tlb(c),
         }
     }
 
@@ -86,6 +93,7 @@ impl Kernel {
     pub fn cpu_is_lazy(&self, c: usize) -> bool {
         match &self.arch {
             Arch::X86(x) => x.cpus[c].is_lazy,
+            Arch::Arm64(a) => a.cpus[c].is_lazy,
         }
     }
 
@@ -98,6 +106,7 @@ impl Kernel {
         };
         match &mut self.arch {
             Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e),
+            Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, s, e),
         }
     }
 
@@ -106,16 +115,43 @@ impl Kernel {
         self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
     }
 
-    /// arch_tlbbatch_add_pending: a PTE of `mm` was cleared without a flush; remember what
-    /// `batch` must flush for it.
-    pub fn arch_tlbbatch_add_pending(&mut self, batch: &mut ArchTlbBatch, mm: usize) {
+    /// should_defer_flush (mm/rmap.c): whether CPU `c` may leave the flush of an unmapped
+    /// PTE of `mm` to a batch (TTU_BATCH_FLUSH callers only).
+    pub fn should_defer_flush(&self, c: usize, mm: usize) -> bool {
+        self.cfg.arch.batched_unmap_flush
+            && match &self.arch {
+                // arch_tlbbatch_should_defer: only when another CPU may cache it.
+                Arch::X86(_) => self.mms[mm].cpumask.any_but(c),
+                Arch::Arm64(a) => a.should_defer(),
+            }
+    }
+
+    /// arch_tlbbatch_add_pending: CPU `c` cleared the PTE of page `vpn` of `mm` without a
+    /// flush; remember (or start) what `batch` must flush for it.
+    pub fn arch_tlbbatch_add_pending(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        batch: &mut ArchTlbBatch,
+        mm: usize,
+        vpn: u32,
+    ) {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
         match &mut self.arch {
-            Arch::X86(x) => x.arch_tlbbatch_add_pending(batch, &mut self.mms[mm]),
+            Arch::X86(x) => x.arch_tlbbatch_add_pending(batch, &mut t.mms[mm]),
+            Arch::Arm64(a) => a.arch_tlbbatch_add_pending(&mut t, c, batch, mm, vpn),
         }
     }
 
     /// arch_tlbbatch_flush: flush everything `batch` collected, run by CPU `c`.
     pub fn arch_tlbbatch_flush(&mut self, m: &mut Machine, c: usize, batch: &ArchTlbBatch) {
+        if self.cfg.debug.tlb_break == crate::config::TlbBreak::SkipBatchedFlush {
+            return;
+        }
         let mut t = TlbCtx {
             m,
             mms: &mut self.mms,
@@ -123,6 +159,7 @@ impl Kernel {
         };
         match &mut self.arch {
             Arch::X86(x) => x.arch_tlbbatch_flush(&mut t, c, batch),
+            Arch::Arm64(a) => a.arch_tlbbatch_flush(&mut t, c),
         }
     }
 
@@ -130,6 +167,7 @@ impl Kernel {
     pub fn arch_tlbbatch_targets(&self, c: usize, batch: &ArchTlbBatch) -> u64 {
         match &self.arch {
             Arch::X86(x) => x.ipi_targets(c, &batch.cpumask),
+            Arch::Arm64(a) => a.ipi_targets(c, &batch.cpumask),
         }
     }
 
@@ -138,6 +176,7 @@ impl Kernel {
     pub fn arch_entry_usable(&self, m: &Machine, c: usize, asid: u8) -> Option<usize> {
         match &self.arch {
             Arch::X86(x) => x.entry_usable(m, &self.mms, c, asid),
+            Arch::Arm64(a) => a.entry_usable(self.mms.len(), asid),
         }
     }
 }

@@ -171,6 +171,26 @@ knob_table! {
     }
 }
 
+knob_table! {
+    /// `[arch]`: how the architecture's TLB flushing is built (kernel configuration and
+    /// CPU errata), for both architectures.
+    pub struct ArchKnobs {
+        /// Batch the TLB flush of pages unmapped by reclaim and migration
+        /// (CONFIG_ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH): x86 since 4.3, arm64 since 6.5 (seed
+        /// 001). False flushes every page as it is unmapped (ptep_clear_flush).
+        batched_unmap_flush: bool = true,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "mm/rmap.c should_defer_flush; arm64: 43b3dfdd0455 (seed 001)";
+        /// arm64 ARM64_WORKAROUND_REPEAT_TLBI (Falkor erratum 1009, Cortex-A76 erratum
+        /// 1286807): TLBIs are repeated after a DSB, and batching is refused.
+        repeat_tlbi_erratum: bool = false,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "arch/arm64/include/asm/tlbflush.h arch_tlbbatch_should_defer";
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckLevel {
@@ -182,7 +202,7 @@ pub enum CheckLevel {
     Strict,
 }
 
-enum_knob_value!(CheckLevel, MigrcBreak);
+enum_knob_value!(CheckLevel, MigrcBreak, TlbBreak);
 
 knob_table! {
     /// `[sim]`: the simulation engine.
@@ -232,6 +252,17 @@ pub enum MigrcBreak {
     MunmapFlush,
 }
 
+/// Test-only ways to break the batched unmap flush, to prove the checker catches it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlbBreak {
+    #[default]
+    None,
+    /// arch_tlbbatch_flush does nothing: no IPIs on x86, no DSB on arm64 (the TLBIs already
+    /// issued never complete), and the unmapped frames are freed anyway.
+    SkipBatchedFlush,
+}
+
 knob_table! {
     /// `[debug]`: test-only switches (deliberate breakage for checker tests).
     pub struct DebugConfig {
@@ -240,5 +271,10 @@ knob_table! {
             path: TIERLAB,
             range: Range::OneOf(&["none", "alloc_flush", "upgrade_flush", "munmap_flush"]),
             source: "tierlab tests (migrc.rs)";
+        /// Break the batched unmap flush on purpose (either architecture).
+        tlb_break: TlbBreak = TlbBreak::None,
+            path: TIERLAB,
+            range: Range::OneOf(&["none", "skip_batched_flush"]),
+            source: "tierlab tests (arm64.rs)";
     }
 }

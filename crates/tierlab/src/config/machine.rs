@@ -12,11 +12,13 @@ pub enum Arch {
     /// x86-64: PCID-tagged TLBs, IPI shootdowns (arch/x86/mm/tlb.c).
     #[default]
     X86,
+    /// arm64: ASID-tagged TLBs, broadcast TLBI and DSB, no IPIs (arch/arm64/include/asm/tlbflush.h).
+    Arm64,
 }
 
 impl Arch {
     /// The names `machine.arch` accepts, the first being the canonical one.
-    pub const ACCEPTED: &'static [&'static str] = &["x86", "x86_64"];
+    pub const ACCEPTED: &'static [&'static str] = &["x86", "x86_64", "arm64", "aarch64"];
 }
 
 impl TryFrom<String> for Arch {
@@ -24,11 +26,9 @@ impl TryFrom<String> for Arch {
     fn try_from(name: String) -> Result<Self, String> {
         match name.as_str() {
             "x86" | "x86_64" => Ok(Arch::X86),
-            "arm64" | "aarch64" => Err(format!(
-                "\"{name}\": arm64 is not implemented yet; only x86 is"
-            )),
+            "arm64" | "aarch64" => Ok(Arch::Arm64),
             _ => Err(format!(
-                "\"{name}\" is not an architecture tierlab models; accepted: \"x86\" (alias \"x86_64\")"
+                "\"{name}\" is not an architecture tierlab models; accepted: \"x86\" (alias \"x86_64\"), \"arm64\" (alias \"aarch64\")"
             )),
         }
     }
@@ -38,6 +38,7 @@ impl From<Arch> for String {
     fn from(arch: Arch) -> String {
         match arch {
             Arch::X86 => "x86".into(),
+            Arch::Arm64 => "arm64".into(),
         }
     }
 }
@@ -54,11 +55,12 @@ knob_table! {
         /// Machine name, printed in reports.
         name: String = "machine".into(),
             path: TIERLAB, range: Range::Any, source: "tierlab";
-        /// Architecture whose TLB and flush rules apply; only x86 is modelled.
+        /// Architecture whose TLB and flush rules apply: x86 (IPI shootdowns) or arm64
+        /// (broadcast TLBI and DSB).
         arch: Arch = Arch::X86,
             path: TIERLAB,
             range: Range::OneOf(Arch::ACCEPTED),
-            source: "tierlab arch/x86.rs (arm64 not implemented)";
+            source: "tierlab arch/x86.rs, arch/arm64.rs";
         /// Core clock, GHz; simulated time is kept in these cycles.
         cpu_ghz: f64 = 2.2,
             path: TIERLAB,

@@ -16,8 +16,8 @@ mod validate;
 pub use error::ConfigError;
 pub use knob::{on_off, Knob, Range};
 pub use knobs::{
-    CheckLevel, DebugConfig, KernelSysctl, MigrcBreak, ScenarioMeta, SimConfig, VmSysctl, X86Knobs,
-    NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL,
+    ArchKnobs, CheckLevel, DebugConfig, KernelSysctl, MigrcBreak, ScenarioMeta, SimConfig,
+    TlbBreak, VmSysctl, X86Knobs, NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL,
 };
 pub use machine::{Arch, MachineConfig, NodeConfig, TlbConfig};
 
@@ -42,6 +42,8 @@ pub struct Config {
     #[serde(default)]
     pub x86: X86Knobs,
     #[serde(default)]
+    pub arch: ArchKnobs,
+    #[serde(default)]
     pub sim: SimConfig,
     #[serde(default)]
     pub cost: CostTable,
@@ -55,7 +57,7 @@ pub struct Config {
 /// Every declared knob with its full TOML key (`machine.nodes[].cpus` for node keys), in the
 /// order a scenario file lists them.
 pub fn all_knobs() -> Vec<(String, &'static Knob)> {
-    let tables: [(&str, &'static [Knob]); 9] = [
+    let tables: [(&str, &'static [Knob]); 10] = [
         ("scenario", ScenarioMeta::KNOBS),
         ("machine", MachineConfig::KNOBS),
         ("machine.tlb", TlbConfig::KNOBS),
@@ -63,6 +65,7 @@ pub fn all_knobs() -> Vec<(String, &'static Knob)> {
         ("vm", VmSysctl::KNOBS),
         ("kernel", KernelSysctl::KNOBS),
         ("x86", X86Knobs::KNOBS),
+        ("arch", ArchKnobs::KNOBS),
         ("sim", SimConfig::KNOBS),
         ("debug", DebugConfig::KNOBS),
     ];

@@ -193,19 +193,20 @@ fn a_tiering_policy_brings_its_defaults_and_owns_its_knobs() {
 }
 
 #[test]
-fn machine_arch_accepts_x86_only() {
-    for arch in ["x86", "x86_64"] {
+fn machine_arch_accepts_x86_and_arm64_and_refuses_migrc_on_arm64() {
+    for (arch, want) in [
+        ("x86", Arch::X86),
+        ("x86_64", Arch::X86),
+        ("arm64", Arch::Arm64),
+        ("aarch64", Arch::Arm64),
+    ] {
         let c = load(BASE, &[&format!("machine.arch=\"{arch}\"")]).unwrap();
-        assert_eq!(c.machine.arch, Arch::X86);
+        assert_eq!(c.machine.arch, want);
     }
     let text = BASE.replace("cpus = 2", "cpus = 2\narch = \"arm64\"");
-    let e = load(&text, &[]).unwrap_err();
-    assert_eq!(e.key_name(), Some("machine.arch"), "{e}");
-    let shown = e.to_string();
-    assert!(
-        shown.contains("arm64 is not implemented yet") && shown.contains("only x86"),
-        "{e}"
-    );
+    let e = load(&text, &["kernel.migrc=on"]).unwrap_err();
+    assert_eq!(e.key_name(), Some("kernel.migrc"), "{e}");
+    assert!(e.to_string().contains("x86 only"), "{e}");
     let e = load(BASE, &["machine.arch=\"riscv\""]).unwrap_err();
     assert!(
         matches!(&e, ConfigError::Set { key: Some(k), .. } if k == "machine.arch"),

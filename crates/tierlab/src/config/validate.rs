@@ -55,6 +55,12 @@ impl Config {
                 "must be ≥ numa_balancing_scan_period_min_ms",
             );
         }
+        if self.kernel.migrc && self.machine.arch != super::Arch::X86 {
+            return bad(
+                "kernel.migrc",
+                "MIGRC is modelled on x86 only (v9's arm64 hooks carry no batch state)",
+            );
+        }
         if !self.workload.contains_key("type") {
             return bad("workload.type", "missing: which workload generator to run");
         }
@@ -83,6 +89,7 @@ impl Config {
         self.vm.check_ranges().map_err(at("vm".into()))?;
         self.kernel.check_ranges().map_err(at("kernel".into()))?;
         self.x86.check_ranges().map_err(at("x86".into()))?;
+        self.arch.check_ranges().map_err(at("arch".into()))?;
         self.sim.check_ranges().map_err(at("sim".into()))?;
         self.debug.check_ranges().map_err(at("debug".into()))?;
         Ok(())

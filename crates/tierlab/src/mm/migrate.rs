@@ -135,12 +135,12 @@ impl Kernel {
             if old & pte::DIRTY != 0 {
                 page.flags |= pg::DIRTY;
             }
-            if batch && self.mms[mm as usize].cpumask.any_but(c) {
+            if batch && self.should_defer_flush(c, mm as usize) {
                 if ro {
-                    self.migrc_add_ro(mm as usize);
+                    self.migrc_add_ro(m, c, mm as usize, vpn);
                     deferred = true;
                 } else {
-                    self.set_tlb_ubc_flush_pending(mm as usize, old);
+                    self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
                 }
             } else if pte::present(old) {
                 // ptep_clear_flush flushes only an accessible PTE.

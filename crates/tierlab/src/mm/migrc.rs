@@ -62,9 +62,9 @@ impl Kernel {
     }
 
     /// arch_tlbbatch_add_pending into tlb_ubc_ro.
-    pub(crate) fn migrc_add_ro(&mut self, mm: usize) {
+    pub(crate) fn migrc_add_ro(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) {
         let mut batch = self.migrc.batch_ro;
-        self.arch_tlbbatch_add_pending(&mut batch, mm);
+        self.arch_tlbbatch_add_pending(m, c, &mut batch, mm, vpn);
         self.migrc.batch_ro = batch;
         self.migrc.batch_has_ro = true;
     }

@@ -108,9 +108,8 @@ impl Kernel {
             } else {
                 space.rss_file -= 1;
             }
-            // should_defer_flush: batch only when another CPU may cache the translation.
-            if self.mms[mm as usize].cpumask.any_but(c) {
-                self.set_tlb_ubc_flush_pending(mm as usize, old);
+            if self.should_defer_flush(c, mm as usize) {
+                self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
             } else {
                 self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
             }
@@ -118,13 +117,21 @@ impl Kernel {
         self.frames.get(pfn).mapcount == 0
     }
 
-    /// set_tlb_ubc_flush_pending: nothing to flush for an inaccessible (PROT_NONE) PTE.
-    pub fn set_tlb_ubc_flush_pending(&mut self, mm: usize, old_pte: u64) {
+    /// set_tlb_ubc_flush_pending: CPU `c` cleared PTE `vpn` of `mm`; nothing to flush for an
+    /// inaccessible (PROT_NONE) PTE.
+    pub fn set_tlb_ubc_flush_pending(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        old_pte: u64,
+    ) {
         if !pte::present(old_pte) {
             return;
         }
         let mut batch = self.tlb_ubc.arch;
-        self.arch_tlbbatch_add_pending(&mut batch, mm);
+        self.arch_tlbbatch_add_pending(m, c, &mut batch, mm, vpn);
         self.tlb_ubc.arch = batch;
         self.tlb_ubc.flush_required = true;
         if old_pte & pte::DIRTY != 0 {

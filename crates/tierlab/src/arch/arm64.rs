@@ -1,0 +1,188 @@
+//! arm64 TLB management (arch/arm64/include/asm/tlbflush.h, arch/arm64/mm/context.c): the
+//! hardware broadcasts TLB invalidation, so there are no IPIs; a CPU issues `TLBI VALE1IS`
+//! per page (or `TLBI ASIDE1IS` for the whole address space) and waits for their completion
+//! everywhere with `DSB ISH`. Until that DSB completes, any CPU may still use the entries.
+//! Each mm has one ASID for its life; switching mm only changes the ASID in TTBR0, no flush.
+//! Batched unmap (`arch_tlbbatch_add_pending`, mainline 43b3dfdd0455, seed 001) issues the
+//! TLBIs without waiting and `arch_tlbbatch_flush` waits once.
+
+use crate::arch::{ArchTlbBatch, TlbCtx};
+use crate::config::Config;
+use crate::mm::mm_types::CpuMask;
+use crate::mm::page::NIL;
+use crate::stats::Perf;
+
+/// MAX_TLBI_OPS = PTRS_PER_PTE: __flush_tlb_range flushes the whole ASID for ranges of at
+/// least this many pages (without FEAT_TLBIRANGE, which tierlab does not model).
+pub const MAX_TLBI_OPS: u32 = 512;
+
+/// MAX_PHYSMEM_BITS with 48-bit physical addresses (arch/arm64/include/asm/sparsemem.h,
+/// CONFIG_ARM64_PA_BITS_48).
+pub const MAX_PHYSMEM_BITS: u32 = 48;
+
+/// Swap offset bits of an arm64 swap PTE (arch/arm64/include/asm/pgtable.h: __SWP_TYPE_BITS
+/// 5 at bit 3, __SWP_OFFSET_BITS 50 at bit 8).
+pub const SWP_OFFSET_BITS: u32 = 50;
+
+/// What each CPU runs (tierlab's bookkeeping: arm64 keeps no per-CPU flush state).
+#[derive(Clone, Copy, Debug)]
+pub struct CpuState {
+    pub loaded_mm: u32,
+    pub is_lazy: bool,
+}
+
+/// A broadcast invalidation issued and not yet completed by a DSB.
+#[derive(Clone, Copy, Debug)]
+enum Tlbi {
+    /// TLBI VALE1IS: one page of one ASID.
+    Page { asid: u8, vpn: u32 },
+    /// TLBI ASIDE1IS: every entry of one ASID.
+    Asid(u8),
+}
+
+pub struct Arm64 {
+    pub cpus: Vec<CpuState>,
+    /// TLBIs issued without a DSB (batched unmap). A DSB completes them all: the issuing
+    /// CPU's own, and on a task switch (__switch_to's dsb(ish)) any moved task's.
+    pending: Vec<Tlbi>,
+    /// ARM64_WORKAROUND_REPEAT_TLBI (Falkor erratum 1009, Cortex-A76 erratum 1286807): every
+    /// TLBI is repeated after a DSB, so arch_tlbbatch_should_defer refuses to batch.
+    repeat_tlbi: bool,
+}
+
+/// The ASID of tierlab mm `mm`: fixed for the mm's life (asid.c hands one out at the first
+/// switch and keeps it until a generation rollover, which tierlab's ≤ 254 processes never
+/// reach). ASID 0 is reserved, as the kernel reserves it for init_mm.
+pub fn asid_of(mm: usize) -> u8 {
+    (mm + 1) as u8
+}
+
+/// Processes an arm64 run may have: tierlab tags TLB entries with 8 bits, ASID 0 reserved.
+pub const MAX_PROCESSES: usize = 254;
+
+impl Arm64 {
+    pub fn new(cfg: &Config) -> Arm64 {
+        let state = CpuState {
+            loaded_mm: NIL,
+            is_lazy: false,
+        };
+        Arm64 {
+            cpus: vec![state; cfg.machine.cpus as usize],
+            pending: Vec::new(),
+            repeat_tlbi: cfg.arch.repeat_tlbi_erratum,
+        }
+    }
+
+    /// check_and_switch_context / cpu_switch_mm: TTBR0 takes the mm's ASID; no flush. The
+    /// DSB of __switch_to completes any TLBI still in flight.
+    pub fn switch_mm(&mut self, t: &mut TlbCtx, c: usize, mm: usize) {
+        self.complete_pending(t);
+        let st = &mut self.cpus[c];
+        st.loaded_mm = mm as u32;
+        st.is_lazy = false;
+        t.m.cpus[c].cur_asid = asid_of(mm);
+        t.mms[mm].cpumask.set(c);
+    }
+
+    pub fn enter_lazy_tlb(&mut self, c: usize) {
+        if self.cpus[c].loaded_mm != NIL {
+            self.cpus[c].is_lazy = true;
+        }
+    }
+
+    /// __flush_tlb_range (flush_tlb_page for one page): TLBI VALE1IS per page, or TLBI
+    /// ASIDE1IS for MAX_TLBI_OPS pages or more (flush_tlb_mm), then DSB ISH.
+    pub fn flush_tlb_range(&mut self, t: &mut TlbCtx, c: usize, mm: usize, s: u32, e: u32) {
+        let asid = asid_of(mm);
+        let pages = e.saturating_sub(s);
+        if pages >= MAX_TLBI_OPS {
+            self.tlbi(t, c, Tlbi::Asid(asid));
+        } else {
+            for vpn in s..e {
+                self.tlbi(t, c, Tlbi::Page { asid, vpn });
+            }
+        }
+        self.dsb_ish(t, c);
+    }
+
+    /// arch_tlbbatch_should_defer: batch unless the REPEAT_TLBI erratum workaround is on.
+    pub fn should_defer(&self) -> bool {
+        !self.repeat_tlbi
+    }
+
+    /// arch_tlbbatch_add_pending → __flush_tlb_page_nosync: the TLBI is issued now, its
+    /// completion waits for the batch's DSB. The batch records every CPU: the broadcast
+    /// reaches all of them, and each may use the stale entry until then.
+    pub fn arch_tlbbatch_add_pending(
+        &mut self,
+        t: &mut TlbCtx,
+        c: usize,
+        batch: &mut ArchTlbBatch,
+        mm: usize,
+        vpn: u32,
+    ) {
+        self.tlbi(
+            t,
+            c,
+            Tlbi::Page {
+                asid: asid_of(mm),
+                vpn,
+            },
+        );
+        for r in 0..self.cpus.len() {
+            batch.cpumask.set(r);
+        }
+    }
+
+    /// arch_tlbbatch_flush: one DSB ISH for the whole batch.
+    pub fn arch_tlbbatch_flush(&mut self, t: &mut TlbCtx, c: usize) {
+        self.dsb_ish(t, c);
+    }
+
+    /// For the checker: every CPU may use an entry of a live ASID; a stale one is covered
+    /// only by a TLBI whose DSB has not completed (the batch's cpumask).
+    pub fn entry_usable(&self, nr_mms: usize, asid: u8) -> Option<usize> {
+        let mm = (asid as usize).checked_sub(1)?;
+        (mm < nr_mms).then_some(mm)
+    }
+
+    /// Issue one broadcast TLBI from CPU `c`.
+    fn tlbi(&mut self, t: &mut TlbCtx, c: usize, op: Tlbi) {
+        let cycles = t.m.cost.tlbi_cycles as u64;
+        t.m.charge_sys(c, cycles);
+        t.m.cpus[c].perf.inc(Perf::Tlbi);
+        self.pending.push(op);
+    }
+
+    /// DSB ISH on CPU `c`: wait until every TLBI issued so far has taken effect on every
+    /// CPU. The wait grows with the CPUs the broadcast must reach.
+    fn dsb_ish(&mut self, t: &mut TlbCtx, c: usize) {
+        let cost = &t.m.cost;
+        let ns = cost.dsb_ish_base_ns + cost.dsb_ish_per_cpu_ns * t.m.cpus.len() as f64;
+        let cycles = t.m.ns_to_cycles(ns);
+        let before = t.m.cpus[c].sys_cycles;
+        t.m.charge_sys(c, cycles);
+        let cpu = &mut t.m.cpus[c];
+        let waited = cpu.sys_cycles - before;
+        cpu.perf.inc(Perf::DsbIsh);
+        cpu.perf.add(Perf::DsbIshCycles, waited);
+        self.complete_pending(t);
+    }
+
+    /// The issued TLBIs take effect on every CPU.
+    fn complete_pending(&mut self, t: &mut TlbCtx) {
+        for op in self.pending.drain(..) {
+            for cpu in t.m.cpus.iter_mut() {
+                match op {
+                    Tlbi::Page { asid, vpn } => cpu.flush_page(vpn, asid),
+                    Tlbi::Asid(asid) => cpu.flush_asid(asid),
+                }
+            }
+        }
+    }
+
+    /// The CPUs a batched flush would interrupt: none, the hardware broadcasts.
+    pub fn ipi_targets(&self, _c: usize, _mask: &CpuMask) -> u64 {
+        0
+    }
+}
