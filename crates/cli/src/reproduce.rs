@@ -158,6 +158,14 @@ fn simulated(m: Measure, runs: &Runs) -> Vec<Option<f64>> {
             .iter()
             .map(|c| at(name).map(|i| 100.0 * (1.0 - c[i] / cols[0][i])))
             .collect(),
+        Measure::TlbFlushSharePct => runs
+            .results
+            .iter()
+            .map(|(_, r)| {
+                let flush = r.perf.get("arm64.tlbi_cycles") + r.perf.get("arm64.dsb_ish_cycles");
+                (r.cpu_time.cycles > 0).then(|| 100.0 * flush as f64 / r.cpu_time.cycles as f64)
+            })
+            .collect(),
         Measure::PhaseMs(phase) => runs
             .results
             .iter()
@@ -344,6 +352,7 @@ mod tests {
                         r.name,
                         f.metric
                     ),
+                    Measure::TlbFlushSharePct => {}
                     Measure::PhaseMs(p) => assert!(
                         has_phase(p),
                         "{} {}: the scenario has no phase '{p}'",

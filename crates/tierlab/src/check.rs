@@ -21,6 +21,8 @@ pub enum ViolationKind {
     StaleAfterUnmap,
     /// A PTE became writable while another CPU can still read an older copy of the page.
     StaleAfterUpgrade,
+    /// A swap slot's reference count disagrees with the swap PTEs that hold its entry.
+    SwapMap,
 }
 
 /// What the checker found wrong, with the CPU, address and frames involved.
@@ -37,6 +39,8 @@ pub enum Violation {
     Rmap { when: String, detail: String },
     /// A frame is on the wrong LRU list, or on none or several.
     LruMembership { when: String, detail: String },
+    /// A swap PTE names a free slot, or a slot's count is not the number of its PTEs.
+    SwapMap { when: String, detail: String },
     /// A usable TLB entry disagrees with its PTE and no pending flush covers it.
     StaleTlb {
         when: String,
@@ -78,6 +82,7 @@ impl Violation {
             Violation::FrameConservation { .. } => ViolationKind::FrameConservation,
             Violation::Rmap { .. } => ViolationKind::Rmap,
             Violation::LruMembership { .. } => ViolationKind::LruMembership,
+            Violation::SwapMap { .. } => ViolationKind::SwapMap,
             Violation::StaleTlb { .. } => ViolationKind::TlbCoherence,
             Violation::FrameReuse { .. } => ViolationKind::FrameReuse,
             Violation::StaleAfterUnmap { .. } => ViolationKind::StaleAfterUnmap,
@@ -91,6 +96,7 @@ impl Violation {
             Violation::FrameConservation { when, .. }
             | Violation::Rmap { when, .. }
             | Violation::LruMembership { when, .. }
+            | Violation::SwapMap { when, .. }
             | Violation::StaleTlb { when, .. } => when,
             Violation::FrameReuse { .. } => "allocation",
             Violation::StaleAfterUnmap { .. } => "munmap",
@@ -103,9 +109,9 @@ impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Violation::FrameConservation { node, detail, .. } => write!(f, "node {node}: {detail}"),
-            Violation::Rmap { detail, .. } | Violation::LruMembership { detail, .. } => {
-                f.write_str(detail)
-            }
+            Violation::Rmap { detail, .. }
+            | Violation::LruMembership { detail, .. }
+            | Violation::SwapMap { detail, .. } => f.write_str(detail),
             Violation::StaleTlb { cpu, mm, vaddr, pfn, writable, pte, .. } => write!(
                 f,
                 "CPU {cpu} caches mm {mm} address {vaddr:#x} → frame {pfn}{} but the PTE is {pte:#x}, and no flush is pending",
@@ -165,6 +171,51 @@ impl Kernel {
         self.check_rmap(when);
         self.check_lru(when);
         self.check_tlb_coherence(m, when);
+        self.check_swap_map(when);
+    }
+
+    /// Every swap slot's count (swap_map) equals the swap PTEs holding its entry: a PTE
+    /// left on a freed slot would read another page's data on swap-in.
+    fn check_swap_map(&mut self, when: &str) {
+        if self.swap.devices.is_empty() {
+            return;
+        }
+        let mut refs: Vec<Vec<u8>> = self
+            .swap
+            .devices
+            .iter()
+            .map(|d| vec![0; d.swap_map.len()])
+            .collect();
+        let mut bad = Vec::new();
+        for (mm, space) in self.mms.iter().enumerate() {
+            for (vpn, p) in space.pgtable.iter() {
+                if !pte::is_swap(p) {
+                    continue;
+                }
+                let (ty, offset) = pte::swap_entry(p);
+                match refs.get_mut(ty).and_then(|r| r.get_mut(offset as usize)) {
+                    Some(r) => *r = r.saturating_add(1),
+                    None => bad.push(format!(
+                        "mm {mm} vpn {vpn:#x}: swap entry ({ty}, {offset}) beyond every area"
+                    )),
+                }
+            }
+        }
+        for (ty, (d, r)) in self.swap.devices.iter().zip(&refs).enumerate() {
+            for (offset, (&count, &held)) in d.swap_map.iter().zip(r).enumerate() {
+                if count != held {
+                    bad.push(format!(
+                        "swap area {ty} slot {offset}: swap_map {count}, held by {held} PTEs"
+                    ));
+                }
+            }
+        }
+        for detail in bad.into_iter().take(100) {
+            self.checker.report(Violation::SwapMap {
+                when: when.into(),
+                detail,
+            });
+        }
     }
 
     /// Per node: buddy free + per-CPU lists + in use = total; every frame in exactly one state.

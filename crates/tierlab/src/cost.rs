@@ -69,6 +69,15 @@ pub struct CostTable {
     /// tlbi broadcast"; seed 001's "bad scalability of tlb shootdown in HW") [estimate: with
     /// the base, ≈350 ns on 8 CPUs].
     pub dsb_ish_per_cpu_ns: f64,
+    /// zram: compressing one 4 KiB page on swap-out, ns: lz4 compresses 780 MB/s (lz4
+    /// README, Core i7-9700K, Silesia corpus), 5.3 µs a page [estimate: another CPU].
+    pub zram_compress_ns: f64,
+    /// zram: decompressing one page on swap-in, ns: lz4 decompresses 4,970 MB/s (lz4
+    /// README), 0.82 µs a page [estimate: another CPU].
+    pub zram_decompress_ns: f64,
+    /// Swap bookkeeping per page, each way: slot allocation or free, swap_map and the
+    /// swap-cache xarray [estimate].
+    pub swap_slot_cycles: u32,
     /// Context switch between threads on a CPU (switch_mm with PCID, no flush) [estimate].
     pub context_switch_cycles: u32,
     /// mmap/munmap/mprotect system call fixed cost [estimate].
@@ -124,6 +133,9 @@ impl Default for CostTable {
             tlbi_cycles: 20,
             dsb_ish_base_ns: 300.0,
             dsb_ish_per_cpu_ns: 6.0,
+            zram_compress_ns: 5250.0,
+            zram_decompress_ns: 820.0,
+            swap_slot_cycles: 500,
             context_switch_cycles: 2000,
             syscall_cycles: 500,
             pte_update_cycles: 20,

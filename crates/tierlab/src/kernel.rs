@@ -93,6 +93,8 @@ pub struct Kernel {
     pub checker: Checker,
     /// Anon pages MADV_PAGEOUT could not reclaim for want of a swap device.
     pub pageout_kept_no_swap: u64,
+    /// The swap areas (`[[machine.swap]]`).
+    pub swap: crate::mm::swapfile::SwapAreas,
     /// swap_migration_ad_supported (swapfile_init): migration entries keep young and dirty.
     pub swap_migration_ad_supported: bool,
     /// The NUMA scanner's events, when `sim.trace_numa_scan` is on.

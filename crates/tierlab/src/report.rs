@@ -120,11 +120,29 @@ impl RunResult {
             }
         }
         if self.pageout_kept_no_swap > 0 {
+            let why = if self.swap.is_empty() {
+                "no swap device"
+            } else {
+                "no free swap slot"
+            };
             let _ = writeln!(
                 s,
-                "\n MADV_PAGEOUT left {} anon pages resident: no swap device is modelled yet.",
+                "\n MADV_PAGEOUT left {} anon pages resident: {why}.",
                 group(self.pageout_kept_no_swap)
             );
+        }
+        if !self.swap.is_empty() {
+            let _ = writeln!(s, "\n /proc/swaps:");
+            for (i, a) in self.swap.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "   /dev/zram{i}  size {} kB  used {} kB  priority {}  (pool {} kB)",
+                    group(a.size_kib),
+                    group(a.used_kib),
+                    a.priority,
+                    group(a.pool_kib)
+                );
+            }
         }
         let _ = writeln!(
             s,

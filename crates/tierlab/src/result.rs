@@ -49,6 +49,8 @@ impl Serialize for CounterMap {
 pub struct CpuTime {
     pub user_s: f64,
     pub sys_s: f64,
+    /// User and system time in CPU cycles, the unit of the per-function cycle counters.
+    pub cycles: u64,
 }
 
 /// The `TLB` and `CAL` rows of /proc/interrupts, per CPU.
@@ -232,6 +234,17 @@ pub struct PhaseResult {
     pub vmstat: CounterMap,
 }
 
+/// One swap area as /proc/swaps shows it, plus the RAM zram's pool holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct SwapAreaResult {
+    pub kind: String,
+    pub priority: i32,
+    pub size_kib: u64,
+    pub used_kib: u64,
+    /// zram's mem_used_total: frames holding the compressed pages.
+    pub pool_kib: u64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckResult {
     pub level: String,
@@ -264,8 +277,11 @@ pub struct RunResult {
     pub workload: WorkloadResult,
     pub timeline: Vec<TimelinePoint>,
     pub phases: Vec<PhaseResult>,
-    /// Anon pages MADV_PAGEOUT left resident for want of a swap device.
+    /// Anon pages MADV_PAGEOUT left resident for want of a free swap slot.
     pub pageout_kept_no_swap: u64,
+    /// Every swap area at the end of the run (/proc/swaps); empty without swap.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub swap: Vec<SwapAreaResult>,
     pub check: CheckResult,
     /// Bytes of simulator state per simulated frame.
     pub frame_bytes: usize,
@@ -299,6 +315,7 @@ impl RunResult {
             cpu_time: CpuTime {
                 user_s: hw.cycles_to_s(user),
                 sys_s: hw.cycles_to_s(sys),
+                cycles: user + sys,
             },
             perf: CounterMap::named(&PERF_NAMES, &sim.perf_total().v),
             perf_per_cpu: hw
@@ -324,6 +341,18 @@ impl RunResult {
             timeline: timeline(sim),
             phases: phases(sim),
             pageout_kept_no_swap: k.pageout_kept_no_swap,
+            swap: k
+                .swap
+                .devices
+                .iter()
+                .map(|d| SwapAreaResult {
+                    kind: "zram".into(),
+                    priority: d.prio,
+                    size_kib: d.pages() * 4,
+                    used_kib: d.inuse_pages * 4,
+                    pool_kib: d.pool.len() as u64 * 4,
+                })
+                .collect(),
             check: CheckResult {
                 level: format!("{:?}", check.level).to_lowercase(),
                 ran: check.checks_run > 0,

@@ -23,6 +23,8 @@ counters!(
     Vm, VM_NAMES, {
     PgFault => "pgfault",
     PgMajFault => "pgmajfault",
+    Pswpin => "pswpin",
+    Pswpout => "pswpout",
     PgAllocNormal => "pgalloc_normal",
     PgFree => "pgfree",
     PgActivate => "pgactivate",
@@ -89,6 +91,7 @@ counters!(
     AbitAssists => "accessed_bit_assists",
     DbitAssists => "dirty_bit_assists",
     Tlbi => "arm64.tlbi",
+    TlbiCycles => "arm64.tlbi_cycles",
     DsbIsh => "arm64.dsb_ish",
     DsbIshCycles => "arm64.dsb_ish_cycles",
 });

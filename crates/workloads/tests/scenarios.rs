@@ -184,11 +184,29 @@ scenario_test!(
     }
 );
 
-// No swap device: MADV_PAGEOUT cannot reclaim anon pages and says so.
+// With zram, every MADV_PAGEOUT swaps the whole buffer out and every pass reads it back in.
+scenario_test!(
+    swap_bench_swaps_the_buffer_out_and_in_through_zram,
+    "swap_bench.toml",
+    ["workload.loop.0.times=20"],
+    |r| {
+        assert_eq!(r.pageout_kept_no_swap, 0);
+        assert_eq!(r.vmstat.get("pswpout"), 20 * 256);
+        assert_eq!(
+            r.vmstat.get("pswpin"),
+            19 * 256,
+            "the first pass finds the pages resident"
+        );
+        assert_eq!(r.vmstat.get("pgmajfault"), 19 * 256);
+        assert_eq!(r.swap[0].used_kib, 1024, "the buffer ends swapped out");
+    }
+);
+
+// Without a swap device MADV_PAGEOUT cannot reclaim anon pages and says so.
 scenario_test!(
     swap_bench_keeps_anon_resident_without_swap,
     "swap_bench.toml",
-    ["workload.loop.0.times=20"],
+    ["workload.loop.0.times=20", "machine.swap=[]"],
     |r| {
         assert!(r.pageout_kept_no_swap > 0);
         assert_eq!(r.vmstat.get("pgsteal_anon"), 0);

@@ -149,8 +149,12 @@ impl Arm64 {
     /// Issue one broadcast TLBI from CPU `c`.
     fn tlbi(&mut self, t: &mut TlbCtx, c: usize, op: Tlbi) {
         let cycles = t.m.cost.tlbi_cycles as u64;
+        let before = t.m.cpus[c].sys_cycles;
         t.m.charge_sys(c, cycles);
-        t.m.cpus[c].perf.inc(Perf::Tlbi);
+        let cpu = &mut t.m.cpus[c];
+        let issued = cpu.sys_cycles - before;
+        cpu.perf.inc(Perf::Tlbi);
+        cpu.perf.add(Perf::TlbiCycles, issued);
         self.pending.push(op);
     }
 
@@ -169,13 +173,20 @@ impl Arm64 {
         self.complete_pending(t);
     }
 
-    /// The issued TLBIs take effect on every CPU.
+    /// The issued TLBIs take effect on every CPU. Only CPUs that have run the ASID's mm
+    /// (its mm_cpumask, never cleared on arm64) can hold its entries, so only they are
+    /// visited: the same result, without walking every idle CPU's TLBs.
     fn complete_pending(&mut self, t: &mut TlbCtx) {
         for op in self.pending.drain(..) {
-            for cpu in t.m.cpus.iter_mut() {
+            let asid = match op {
+                Tlbi::Page { asid, .. } | Tlbi::Asid(asid) => asid,
+            };
+            let mm = asid as usize - 1;
+            for c in t.mms[mm].cpumask.iter() {
+                let cpu = &mut t.m.cpus[c];
                 match op {
-                    Tlbi::Page { asid, vpn } => cpu.flush_page(vpn, asid),
-                    Tlbi::Asid(asid) => cpu.flush_asid(asid),
+                    Tlbi::Page { vpn, .. } => cpu.flush_page(vpn, asid),
+                    Tlbi::Asid(_) => cpu.flush_asid(asid),
                 }
             }
         }

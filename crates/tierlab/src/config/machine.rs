@@ -112,6 +112,11 @@ knob_table! {
             path: "/sys/devices/system/node/nodeN",
             range: Range::Rule("1..=64 nodes, every CPU on exactly one, < 16 TiB in all"),
             source: "tierlab: node masks are 64 bits, PFNs 32 bits";
+        /// Swap devices, in swapon order (`[[machine.swap]]`); none by default.
+        swap: Vec<SwapConfig> = Vec::new(),
+            path: "/proc/swaps",
+            range: Range::Rule("at most 4 devices (tierlab's swap PTE has 2 type bits)"),
+            source: "tierlab mm/pgtable.rs; the kernel allows MAX_SWAPFILES (32 minus the special types)";
         /// SLIT distances (node_distance), one row per node; empty = 10 local, 20 remote.
         distance: Vec<Vec<u32>> = Vec::new(),
             path: "/sys/devices/system/node/nodeN/distance",
@@ -194,5 +199,34 @@ knob_table! {
             path: "/sys/devices/system/node/nodeN/meminfo (capacity - MemFree at boot)",
             range: Range::Int(0, u64::MAX),
             source: "tierlab: `tierlab validate` measures it in the guest";
+    }
+}
+
+knob_table! {
+    /// `[[machine.swap]]`: one swap device. Only zram is modelled: a compressed RAM disk,
+    /// SWP_SYNCHRONOUS_IO, so swap-in skips the swap cache and readahead.
+    pub struct SwapConfig {
+        /// Device kind: "zram".
+        kind: String = "zram".into(),
+            path: "/sys/block/zramN",
+            range: Range::OneOf(&["zram"]),
+            source: "drivers/block/zram/zram_drv.c (block devices are not modelled yet)";
+        /// Size of the swap area (zram's disksize), MiB.
+        size_mib: u64,
+            path: "/sys/block/zramN/disksize",
+            range: Range::Int(1, 1 << 24),
+            source: "tierlab: slot offsets are 32 bits";
+        /// swapon -p priority; unset: the kernel's automatic -1, -2, ... in swapon order.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<u32> = None,
+            path: "swapon -p",
+            range: Range::Int(0, 32767),
+            source: "mm/swapfile.c SYSCALL_DEFINE2(swapon): SWAP_FLAG_PRIO_MASK (0x7fff)";
+        /// Uncompressed over compressed size of the pages stored (zram's mm_stat ratio):
+        /// lz4 on the Silesia corpus gives 2.1 (lz4 README). Decides the RAM zram holds.
+        compression_ratio: f64 = 2.1,
+            path: "/sys/block/zramN/mm_stat",
+            range: Range::at_least(1.0),
+            source: "lz4 README benchmark (Silesia corpus): ratio 2.101";
     }
 }

@@ -19,7 +19,7 @@ pub use knobs::{
     ArchKnobs, CheckLevel, DebugConfig, KernelSysctl, MigrcBreak, ScenarioMeta, SimConfig,
     TlbBreak, VmSysctl, X86Knobs, NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL,
 };
-pub use machine::{Arch, MachineConfig, NodeConfig, TlbConfig};
+pub use machine::{Arch, MachineConfig, NodeConfig, SwapConfig, TlbConfig};
 
 use crate::cost::CostTable;
 use serde::de::DeserializeOwned;
@@ -57,11 +57,12 @@ pub struct Config {
 /// Every declared knob with its full TOML key (`machine.nodes[].cpus` for node keys), in the
 /// order a scenario file lists them.
 pub fn all_knobs() -> Vec<(String, &'static Knob)> {
-    let tables: [(&str, &'static [Knob]); 10] = [
+    let tables: [(&str, &'static [Knob]); 11] = [
         ("scenario", ScenarioMeta::KNOBS),
         ("machine", MachineConfig::KNOBS),
         ("machine.tlb", TlbConfig::KNOBS),
         ("machine.nodes[]", NodeConfig::KNOBS),
+        ("machine.swap[]", SwapConfig::KNOBS),
         ("vm", VmSysctl::KNOBS),
         ("kernel", KernelSysctl::KNOBS),
         ("x86", X86Knobs::KNOBS),

@@ -2,7 +2,7 @@
 //! together (cache and TLB geometry, CPU lists, node sizes, the distance matrix).
 
 use super::knob::Knob;
-use super::machine::{MachineConfig, NodeConfig};
+use super::machine::{MachineConfig, NodeConfig, SwapConfig};
 use super::{parse_cpu_list, Config, ConfigError};
 
 /// The first required knob of `knobs` that `table` lacks.
@@ -26,15 +26,17 @@ pub(crate) fn check_required(table: &toml::Table, origin: &str) -> Result<(), Co
             "missing",
         ));
     }
-    if let Some(toml::Value::Array(nodes)) = machine.get("nodes") {
-        for (i, node) in nodes.iter().enumerate() {
-            if let toml::Value::Table(node) = node {
-                if let Some(key) = missing(NodeConfig::KNOBS, node) {
-                    return Err(ConfigError::key(
-                        origin,
-                        format!("machine.nodes[{i}].{key}"),
-                        "missing",
-                    ));
+    for (list, knobs) in [("nodes", NodeConfig::KNOBS), ("swap", SwapConfig::KNOBS)] {
+        if let Some(toml::Value::Array(items)) = machine.get(list) {
+            for (i, item) in items.iter().enumerate() {
+                if let toml::Value::Table(item) = item {
+                    if let Some(key) = missing(knobs, item) {
+                        return Err(ConfigError::key(
+                            origin,
+                            format!("machine.{list}[{i}].{key}"),
+                            "missing",
+                        ));
+                    }
                 }
             }
         }
@@ -85,6 +87,19 @@ impl Config {
         for (i, n) in self.machine.nodes.iter().enumerate() {
             n.check_ranges()
                 .map_err(at(format!("machine.nodes[{i}]")))?;
+        }
+        for (i, s) in self.machine.swap.iter().enumerate() {
+            s.check_ranges().map_err(at(format!("machine.swap[{i}]")))?;
+        }
+        if self.machine.swap.len() > 4 {
+            return Err(ConfigError::key(
+                origin,
+                "machine.swap",
+                format!(
+                    "{} devices; tierlab's swap PTE has 2 type bits, so at most 4",
+                    self.machine.swap.len()
+                ),
+            ));
         }
         self.vm.check_ranges().map_err(at("vm".into()))?;
         self.kernel.check_ranges().map_err(at("kernel".into()))?;

@@ -7,11 +7,20 @@ use crate::machine::Machine;
 use crate::mm::page::{pg, NIL};
 use crate::stats::Vm;
 
+/// The watermark an allocation must leave free (ALLOC_WMARK_*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocMark {
+    Low,
+    Min,
+    /// ALLOC_NO_WATERMARKS: reclaim's own allocations (PF_MEMALLOC) may take the reserves.
+    NoWatermarks,
+}
+
 impl Kernel {
     /// __alloc_pages(GFP_HIGHUSER_MOVABLE, order 0, preferred node): one frame or None (OOM).
     pub fn alloc_page(&mut self, m: &mut Machine, c: usize, preferred: usize) -> Option<u32> {
         // get_page_from_freelist, ALLOC_WMARK_LOW: fall back along the zonelist.
-        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, false) {
+        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, AllocMark::Low) {
             return Some(pfn);
         }
         // __alloc_pages_slowpath: wake_all_kswapds, then retry at the min watermark.
@@ -19,7 +28,7 @@ impl Kernel {
         for &n in &zonelist {
             self.wakeup_kswapd(m, n as usize);
         }
-        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, true) {
+        if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, AllocMark::Min) {
             return Some(pfn);
         }
         // __alloc_pages_direct_reclaim: try_to_free_pages, then retry; MIGRC pauses meanwhile.
@@ -38,7 +47,7 @@ impl Kernel {
         for _ in 0..crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             self.vm.inc(Vm::AllocStallNormal);
             let reclaimed = self.try_to_free_pages(m, c, preferred);
-            if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, true) {
+            if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, AllocMark::Min) {
                 return Some(pfn);
             }
             if reclaimed == 0 {
@@ -48,16 +57,16 @@ impl Kernel {
         None
     }
 
-    fn alloc_from_zonelist(
+    pub(crate) fn alloc_from_zonelist(
         &mut self,
         m: &mut Machine,
         c: usize,
         preferred: usize,
-        at_min: bool,
+        mark: AllocMark,
     ) -> Option<u32> {
         for i in 0..self.nodes[preferred].zonelist.len() {
             let n = self.nodes[preferred].zonelist[i] as usize;
-            if let Some(pfn) = self.rmqueue_node(m, c, preferred, n, at_min) {
+            if let Some(pfn) = self.rmqueue_node(m, c, preferred, n, mark) {
                 return Some(pfn);
             }
         }
@@ -71,14 +80,14 @@ impl Kernel {
         c: usize,
         preferred: usize,
         n: usize,
-        at_min: bool,
+        mark: AllocMark,
     ) -> Option<u32> {
         let now = m.cpus[c].clock;
         let zone = &mut self.nodes[n].zone;
-        let mark = if at_min {
-            zone.wmark.min
-        } else {
-            zone.wmark.low
+        let mark = match mark {
+            AllocMark::Low => zone.wmark.low,
+            AllocMark::Min => zone.wmark.min,
+            AllocMark::NoWatermarks => 0,
         };
         let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, now, &m.cost, mark);
         m.charge_sys(c, cycles);
@@ -114,14 +123,14 @@ impl Kernel {
         n: usize,
         wake_kswapd: bool,
     ) -> Option<u32> {
-        if let Some(pfn) = self.rmqueue_node(m, c, n, n, false) {
+        if let Some(pfn) = self.rmqueue_node(m, c, n, n, AllocMark::Low) {
             return Some(pfn);
         }
         if !wake_kswapd {
             return None;
         }
         self.wakeup_kswapd(m, n);
-        self.rmqueue_node(m, c, n, n, true)
+        self.rmqueue_node(m, c, n, n, AllocMark::Min)
     }
 
     /// Return a frame that no longer has users to `c`'s per-CPU list (free_unref_folios).

@@ -460,10 +460,10 @@ impl Kernel {
         self.nodes[n].lrugen.evicted[type_][tier] += 1;
     }
 
-    /// get_swappiness: no swap device, so anon is reclaimable only by demotion
-    /// (can_demote, or mem_cgroup_get_nr_swap_pages < MIN_LRU_BATCH → 0).
+    /// get_swappiness: 0 when anon cannot be reclaimed (no demotion target and fewer than
+    /// MIN_LRU_BATCH free swap slots, mem_cgroup_get_nr_swap_pages).
     pub fn lru_gen_swappiness(&self, n: usize) -> u32 {
-        if !self.can_demote(n) {
+        if !self.can_demote(n) && self.swap.nr_swap_pages() < MIN_LRU_BATCH {
             return 0;
         }
         self.cfg.vm.swappiness

@@ -10,6 +10,26 @@ use crate::stats::Vm;
 use crate::workload::prot;
 
 impl Kernel {
+    /// What an order-0 allocation failure reports: memory is full, and so is swap, by what.
+    fn oom_message(&self) -> String {
+        let mut s = "out of memory: no node can satisfy an order-0 allocation".to_string();
+        let total = self.swap.total_pages();
+        if total == 0 {
+            s += " (no swap device)";
+        } else {
+            let rss: u64 = self.mms.iter().map(|mm| mm.rss_anon).sum();
+            let used = total - self.swap.nr_swap_pages();
+            let full = if used == total { "swap full" } else { "swap" };
+            let pool: usize = self.swap.devices.iter().map(|d| d.pool.len()).sum();
+            s += &format!(
+                "; {full}: {used} of {total} slots hold anon pages of {} processes, zram's pool \
+                 holds {pool} frames, anon still resident: {rss} pages",
+                self.mms.len()
+            );
+        }
+        s
+    }
+
     /// handle_mm_fault: resolve a fault at `vaddr` for thread memory `mm`, or report the signal.
     pub fn handle_mm_fault(
         &mut self,
@@ -47,6 +67,8 @@ impl Kernel {
         } else if p & pte::PROTNONE != 0 {
             self.do_numa_page(m, c, mm, vpn, p);
             Ok(())
+        } else if pte::is_swap(p) {
+            self.do_swap_page(m, c, mm, vma.writable(), vpn, p, store)
         } else if p & pte::MIGRATION != 0 {
             // migrate_pages runs start to finish inside one kernel step, so no thread can see
             // its migration entries (no migration_entry_wait); reaching one is a simulator bug.
@@ -78,6 +100,7 @@ impl Kernel {
             return Ok(());
         }
         let pfn = self.alloc_user_page(m, c, mm, vpn)?;
+        m.charge_sys(c, m.cost.clear_page_cycles as u64);
         self.mms[mm].pgtable.set(
             vpn,
             pte::mk(pfn, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
@@ -85,7 +108,43 @@ impl Kernel {
         Ok(())
     }
 
-    /// Allocate, zero and account a new anonymous frame for (mm, vpn) and put it on the LRU.
+    /// do_swap_page on a zram slot with one reference (SWP_SYNCHRONOUS_IO, __swap_count 1):
+    /// a new folio read without the swap cache or readahead, mapped exclusive (writable in a
+    /// writable VMA, dirty on a write fault), and the slot freed (swap_free).
+    #[allow(clippy::too_many_arguments)]
+    fn do_swap_page(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        writable_vma: bool,
+        vpn: u32,
+        p: u64,
+        store: bool,
+    ) -> Result<(), String> {
+        let (ty, offset) = pte::swap_entry(p);
+        if self.swap.count(ty, offset) == 0 {
+            return Err(format!(
+                "internal error: a swap PTE points at free slot {offset} of swap area {ty}"
+            ));
+        }
+        m.charge_sys(c, m.cost.anon_fault_cycles as u64);
+        self.vm.inc(Vm::PgMajFault);
+        let pfn = self.alloc_user_page(m, c, mm, vpn)?;
+        self.swap_read_folio(m, c);
+        let mut flags = pte::PRESENT | pte::YOUNG;
+        if writable_vma {
+            flags |= pte::WRITE;
+            if store {
+                flags |= pte::DIRTY;
+            }
+        }
+        self.mms[mm].pgtable.set(vpn, pte::mk(pfn, flags));
+        self.free_swap_slot(m, c, ty, offset);
+        Ok(())
+    }
+
+    /// Allocate and account a new anonymous frame for (mm, vpn) and put it on the LRU.
     fn alloc_user_page(
         &mut self,
         m: &mut Machine,
@@ -94,10 +153,9 @@ impl Kernel {
         vpn: u32,
     ) -> Result<u32, String> {
         let node = m.cpus[c].node as usize;
-        let pfn = self.alloc_page(m, c, node).ok_or_else(|| {
-            "out of memory: no node can satisfy an order-0 allocation".to_string()
-        })?;
-        m.charge_sys(c, m.cost.clear_page_cycles as u64);
+        let pfn = self
+            .alloc_page(m, c, node)
+            .ok_or_else(|| self.oom_message())?;
         {
             let p = self.frames.get_mut(pfn);
             p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;

@@ -133,6 +133,7 @@ impl Kernel {
             pageout_kept_no_swap: 0,
             numa_scan_trace: cfg.sim.trace_numa_scan.then(Vec::new),
             swap_migration_ad_supported: crate::mm::swapfile::swap_migration_ad_supported(&cfg),
+            swap: crate::mm::swapfile::SwapAreas::new(&cfg),
             cfg,
         };
         k.setup_demote_wmarks();

@@ -123,6 +123,12 @@ impl Kernel {
                 Some(slot) if *slot != 0 => std::mem::replace(slot, 0),
                 _ => continue,
             };
+            if pte::is_swap(old) {
+                // zap_nonpresent_ptes → free_swap_and_cache
+                let (ty, offset) = pte::swap_entry(old);
+                self.free_swap_slot(m, c, ty, offset);
+                continue;
+            }
             was_mapped = true;
             if !pte::maps_frame(old) {
                 continue;

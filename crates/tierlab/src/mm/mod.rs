@@ -18,6 +18,7 @@ pub mod numa_scan;
 pub mod numa_scan_trace;
 pub mod page;
 pub mod page_alloc;
+pub mod page_io;
 pub mod pgtable;
 pub mod rmap;
 pub mod swap;

@@ -26,7 +26,30 @@ pub mod pte {
     pub const MIG_WRITE: u64 = 1 << 6;
     pub const MIG_YOUNG: u64 = 1 << 7;
     pub const MIG_DIRTY: u64 = 1 << 8;
+    /// A non-present swap entry: the swap device (type) in TYPE bits, the slot (offset) in
+    /// the PFN field (pte_to_swp_entry).
+    pub const SWAP: u64 = 1 << 9;
+    const SWAP_TYPE_SHIFT: u32 = 10;
+    const SWAP_TYPE_MASK: u64 = 0b11 << SWAP_TYPE_SHIFT;
     pub const PFN_SHIFT: u32 = 12;
+
+    /// swp_entry_to_pte(swp_entry(type, offset)).
+    #[inline]
+    pub fn mk_swap(ty: usize, offset: u32) -> u64 {
+        ((offset as u64) << PFN_SHIFT) | ((ty as u64) << SWAP_TYPE_SHIFT) | SWAP
+    }
+    #[inline]
+    pub fn is_swap(p: u64) -> bool {
+        p & SWAP != 0
+    }
+    /// swp_type and swp_offset of a swap PTE.
+    #[inline]
+    pub fn swap_entry(p: u64) -> (usize, u32) {
+        (
+            ((p & SWAP_TYPE_MASK) >> SWAP_TYPE_SHIFT) as usize,
+            (p >> PFN_SHIFT) as u32,
+        )
+    }
 
     #[inline]
     pub fn pfn(p: u64) -> u32 {

@@ -87,16 +87,25 @@ impl Kernel {
         (referenced, exec)
     }
 
-    /// try_to_unmap(folio, TTU_BATCH_FLUSH) run by CPU `c`: clear every mapping PTE, move
-    /// dirty bits to the folio and queue (or do) the TLB flush. Returns true when unmapped.
-    pub fn try_to_unmap(&mut self, m: &mut Machine, c: usize, pfn: u32) -> bool {
+    /// try_to_unmap(folio, TTU_BATCH_FLUSH) run by CPU `c`: clear every mapping PTE (an anon
+    /// folio in the swap cache leaves its swap entry there, swap_duplicate), move dirty bits
+    /// to the folio and queue (or do) the TLB flush. Returns true when unmapped.
+    pub fn try_to_unmap(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        pfn: u32,
+        swap: Option<(usize, u32)>,
+    ) -> bool {
         for (mm, vpn) in self.rmap_mappings(pfn) {
-            let old = {
-                let slot = self.mms[mm as usize].pgtable.entry(vpn);
-                let old = *slot;
-                *slot = 0;
-                old
+            let new = match swap {
+                Some((ty, offset)) => {
+                    self.swap.swap_duplicate(ty, offset);
+                    pte::mk_swap(ty, offset)
+                }
+                None => 0,
             };
+            let old = std::mem::replace(self.mms[mm as usize].pgtable.entry(vpn), new);
             let page = self.frames.get_mut(pfn);
             page.mapcount -= 1;
             if old & pte::DIRTY != 0 {

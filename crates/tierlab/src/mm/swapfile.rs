@@ -1,6 +1,7 @@
-//! What the swap-entry format leaves room for (mm/swapfile.c swapfile_init,
-//! include/linux/swapops.h): whether a migration entry can carry the PTE's young and dirty
-//! bits next to the PFN (migration_entry_supports_ad, seed 004).
+//! Swap areas (mm/swapfile.c): each device's slots and their reference counts (swap_map),
+//! slot allocation by priority (folio_alloc_swap → get_swap_pages), and what the swap-entry
+//! format leaves room for (swapfile_init): whether a migration entry can carry the PTE's
+//! young and dirty bits next to the PFN (migration_entry_supports_ad, seed 004).
 
 use crate::arch;
 use crate::config::Config;
@@ -30,6 +31,151 @@ pub fn swap_migration_ad_supported(cfg: &Config) -> bool {
 /// arch's swap PTE, plus one, at most the arch-independent field.
 pub fn generic_max_swapfile_size(arch_offset_bits: u32) -> u64 {
     1u64 << arch_offset_bits.min(SWP_TYPE_SHIFT)
+}
+
+/// One swap area (struct swap_info_struct).
+#[derive(Clone, Debug)]
+pub struct SwapInfo {
+    /// Its priority: swapon -p, or the kernel's automatic -1, -2, ... (least_priority).
+    pub prio: i32,
+    /// swap_map: the PTEs that hold each slot's entry; 0 = free. Slot 0 is the swap header.
+    pub swap_map: Vec<u8>,
+    /// Free slots, the lowest on top.
+    free: Vec<u32>,
+    /// inuse_pages.
+    pub inuse_pages: u64,
+    /// zram's compression ratio: the RAM its stored pages take is inuse / ratio.
+    pub compression_ratio: f64,
+    /// The frames zram's zsmalloc pool holds for the compressed pages.
+    pub pool: Vec<u32>,
+}
+
+impl SwapInfo {
+    /// pages: the area's size in pages, header included.
+    fn new(pages: u32, prio: i32, compression_ratio: f64) -> SwapInfo {
+        SwapInfo {
+            prio,
+            swap_map: vec![0; pages as usize],
+            free: (1..pages).rev().collect(),
+            inuse_pages: 0,
+            compression_ratio,
+            pool: Vec::new(),
+        }
+    }
+
+    /// The usable slots (SwapTotal in pages).
+    pub fn pages(&self) -> u64 {
+        self.swap_map.len() as u64 - 1
+    }
+}
+
+/// Every swap area, and the order folio_alloc_swap tries them in.
+#[derive(Clone, Debug, Default)]
+pub struct SwapAreas {
+    pub devices: Vec<SwapInfo>,
+    /// The next of several equal-priority areas to take a slot from (the kernel requeues
+    /// the area it used at the tail of its priority in swap_avail_heads).
+    next_equal: usize,
+}
+
+impl SwapAreas {
+    /// swapon of every `[[machine.swap]]` device, in order.
+    pub fn new(cfg: &Config) -> SwapAreas {
+        let mut least_priority = 0;
+        let devices = cfg
+            .machine
+            .swap
+            .iter()
+            .map(|d| {
+                let prio = match d.priority {
+                    Some(p) => p as i32,
+                    None => {
+                        least_priority -= 1;
+                        least_priority
+                    }
+                };
+                let pages = (d.size_mib * 256) as u32;
+                SwapInfo::new(pages, prio, d.compression_ratio)
+            })
+            .collect();
+        SwapAreas {
+            devices,
+            next_equal: 0,
+        }
+    }
+
+    /// get_nr_swap_pages: free slots in all areas.
+    pub fn nr_swap_pages(&self) -> u64 {
+        self.devices.iter().map(|d| d.free.len() as u64).sum()
+    }
+
+    /// total_swap_pages.
+    pub fn total_pages(&self) -> u64 {
+        self.devices.iter().map(SwapInfo::pages).sum()
+    }
+
+    /// folio_alloc_swap → get_swap_pages: a free slot of the highest-priority area that has
+    /// one, rotating among areas of equal priority; the slot's count starts at 0 (the swap
+    /// cache's SWAP_HAS_CACHE is not kept: the folio leaves the cache in the same step).
+    pub fn get_swap_page(&mut self) -> Option<(usize, u32)> {
+        let best = self
+            .devices
+            .iter()
+            .filter(|d| !d.free.is_empty())
+            .map(|d| d.prio)
+            .max()?;
+        let equal: Vec<usize> = (0..self.devices.len())
+            .filter(|&i| self.devices[i].prio == best && !self.devices[i].free.is_empty())
+            .collect();
+        let ty = equal[self.next_equal % equal.len()];
+        self.next_equal = self.next_equal.wrapping_add(1);
+        let d = &mut self.devices[ty];
+        let offset = d.free.pop()?;
+        d.inuse_pages += 1;
+        Some((ty, offset))
+    }
+
+    /// swap_duplicate: one more PTE holds the entry.
+    pub fn swap_duplicate(&mut self, ty: usize, offset: u32) {
+        self.devices[ty].swap_map[offset as usize] += 1;
+    }
+
+    /// swap_free / free_swap_and_cache: a PTE dropped the entry; the slot is freed with its
+    /// last reference (returns whether it was).
+    pub fn swap_free(&mut self, ty: usize, offset: u32) -> bool {
+        let d = &mut self.devices[ty];
+        let count = &mut d.swap_map[offset as usize];
+        *count = count.saturating_sub(1);
+        if *count == 0 {
+            d.free.push(offset);
+            d.inuse_pages -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Frames zram's pool needs for `stored` compressed pages of area `ty`.
+    pub fn pool_frames_needed(&self, ty: usize, stored: u64) -> usize {
+        (stored as f64 / self.devices[ty].compression_ratio).ceil() as usize
+    }
+
+    /// put_swap_folio: give back a slot no PTE took (the folio could not be unmapped).
+    pub fn put_swap_folio(&mut self, ty: usize, offset: u32) {
+        let d = &mut self.devices[ty];
+        if d.swap_map[offset as usize] == 0 {
+            d.free.push(offset);
+            d.inuse_pages -= 1;
+        }
+    }
+
+    /// A slot's references (swap_count).
+    pub fn count(&self, ty: usize, offset: u32) -> u8 {
+        self.devices
+            .get(ty)
+            .and_then(|d| d.swap_map.get(offset as usize))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,11 @@ impl Kernel {
         self.policy = Some(policy);
     }
 
+    /// can_reclaim_anon_pages: a free swap slot, or a demotion target.
+    pub fn can_reclaim_anon_pages(&self, n: usize) -> bool {
+        self.swap.nr_swap_pages() > 0 || self.can_demote(n)
+    }
+
     /// can_demote: demotion is enabled and the node has a demotion target.
     pub fn can_demote(&self, n: usize) -> bool {
         self.cfg.vm.demotion_enabled && !self.tiers.preferred[n].is_empty()
@@ -255,7 +260,7 @@ impl Kernel {
         let size = |l: usize| node.lru_size(l) >> priority;
         let file = node.lru_size(LRU_INACTIVE_FILE) + node.lru_size(LRU_ACTIVE_FILE);
         let z = &node.zone;
-        if !self.can_demote(n) {
+        if !self.can_reclaim_anon_pages(n) {
             return [0, 0, size(LRU_INACTIVE_FILE), size(LRU_ACTIVE_FILE)];
         }
         if file + z.nr_free <= z.wmark.high {
@@ -339,7 +344,7 @@ impl Kernel {
     /// The end of shrink_lruvec: keep the inactive lists from running dry (anon only when it
     /// can be reclaimed).
     fn finish_shrink(&mut self, m: &mut Machine, n: usize, c: usize) {
-        if self.can_demote(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
+        if self.can_reclaim_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
             self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
         }
         if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
@@ -535,16 +540,25 @@ impl Kernel {
                             continue;
                         }
                         if anon {
-                            // No swap: an anon folio that cannot be demoted is activated.
-                            self.frames.get_mut(pfn).flags |= pg::ACTIVE;
-                            self.vm.inc(Vm::PgActivate);
-                            if pageout {
-                                self.pageout_kept_no_swap += 1;
+                            // add_to_swap; without a free slot the folio is activated.
+                            let Some(entry) = self.swap.get_swap_page() else {
+                                self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+                                self.vm.inc(Vm::PgActivate);
+                                if pageout {
+                                    self.pageout_kept_no_swap += 1;
+                                }
+                                keep.push(pfn);
+                                continue;
+                            };
+                            if self.swap_out_anon(m, c, pfn, entry) {
+                                to_free.push(pfn);
+                            } else {
+                                keep.push(pfn);
                             }
-                            keep.push(pfn);
                             continue;
                         }
-                        if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(m, c, pfn) {
+                        if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(m, c, pfn, None)
+                        {
                             keep.push(pfn);
                             continue;
                         }
@@ -574,12 +588,18 @@ impl Kernel {
         // try_to_unmap_flush before any unmapped frame goes back to the allocator.
         self.try_to_unmap_flush(m, c);
         let freed = to_free.len() as u64;
+        let swapped = to_free
+            .iter()
+            .filter(|&&p| self.frames.get(p).has(pg::ANON))
+            .count() as u64;
         for pfn in to_free {
             if self.lru_gen_on(n) {
                 // __remove_mapping → workingset_eviction → lru_gen_eviction
                 self.lru_gen_eviction(pfn);
             }
-            self.remove_mapping(pfn);
+            if !self.frames.get(pfn).has(pg::ANON) {
+                self.remove_mapping(pfn);
+            }
             self.lru_del_and_uncharge(pfn);
             m.charge_sys(c, m.cost.reclaim_free_cycles as u64);
             self.free_frame(m, c, pfn);
@@ -590,7 +610,8 @@ impl Kernel {
             Vm::PgStealDirect
         };
         self.vm.add(steal, freed + nr_demoted);
-        self.vm.add(Vm::PgStealFile, freed);
+        self.vm.add(Vm::PgStealFile, freed - swapped);
+        self.vm.add(Vm::PgStealAnon, swapped);
         (freed + nr_demoted, keep)
     }
 
