@@ -133,7 +133,8 @@ fn out_of_memory_with_swap_full_says_so() {
     let mut sim = Sim::new(config(4), w).unwrap();
     let err = sim.run(&mut |_| {}).unwrap_err().to_string();
     assert!(
-        err.contains("out of memory") && err.contains("swap full"),
+        err.contains("out of memory")
+            && err.contains("swap full: 1023 of 1023 slots in use (process 0 1023)"),
         "{err}"
     );
 }

@@ -21,10 +21,20 @@ impl Kernel {
             let used = total - self.swap.nr_swap_pages();
             let full = if used == total { "swap full" } else { "swap" };
             let pool: usize = self.swap.devices.iter().map(|d| d.pool.len()).sum();
+            // Who holds the slots: swap PTEs per process (MM_SWAPENTS), counted now.
+            let by_process: Vec<String> = self
+                .mms
+                .iter()
+                .enumerate()
+                .map(|(i, mm)| {
+                    let swapped = mm.pgtable.iter().filter(|&(_, p)| pte::is_swap(p)).count();
+                    format!("process {i} {swapped}")
+                })
+                .collect();
             s += &format!(
-                "; {full}: {used} of {total} slots hold anon pages of {} processes, zram's pool \
-                 holds {pool} frames, anon still resident: {rss} pages",
-                self.mms.len()
+                "; {full}: {used} of {total} slots in use ({}), zram's pool holds {pool} \
+                 frames, anon still resident: {rss} pages",
+                by_process.join(", ")
             );
         }
         s
