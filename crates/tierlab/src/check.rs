@@ -209,6 +209,20 @@ impl Kernel {
                     ));
                 }
             }
+            // The swap cache: SWAP_HAS_CACHE exactly where a folio is cached, and that folio
+            // an in-use anon frame that knows its slot.
+            for (offset, (&has, &pfn)) in d.has_cache.iter().zip(&d.cache).enumerate() {
+                let cached = pfn != crate::mm::page::NIL;
+                let knows = cached
+                    && self.swap.folio_entry.get(&pfn) == Some(&(ty, offset as u32))
+                    && self.frames.get(pfn).has(pg::USED)
+                    && self.frames.get(pfn).has(pg::ANON);
+                if has != cached || (cached && !knows) {
+                    bad.push(format!(
+                        "swap area {ty} slot {offset}: SWAP_HAS_CACHE {has}, cached frame {pfn}"
+                    ));
+                }
+            }
         }
         for detail in bad.into_iter().take(100) {
             self.checker.report(Violation::SwapMap {

@@ -136,7 +136,12 @@ impl RunResult {
             for (i, a) in self.swap.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "   /dev/zram{i}  size {} kB  used {} kB  priority {}  (pool {} kB)",
+                    "   {}{i}  size {} kB  used {} kB  priority {}  (zram pool {} kB)",
+                    if a.kind == "zram" {
+                        "/dev/zram"
+                    } else {
+                        "/dev/swap"
+                    },
                     group(a.size_kib),
                     group(a.used_kib),
                     a.priority,

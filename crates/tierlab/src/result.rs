@@ -346,7 +346,7 @@ impl RunResult {
                 .devices
                 .iter()
                 .map(|d| SwapAreaResult {
-                    kind: "zram".into(),
+                    kind: if d.sync_io { "zram" } else { "block" }.into(),
                     priority: d.prio,
                     size_kib: d.pages() * 4,
                     used_kib: d.inuse_pages * 4,

@@ -25,6 +25,8 @@ counters!(
     PgMajFault => "pgmajfault",
     Pswpin => "pswpin",
     Pswpout => "pswpout",
+    SwapRa => "swap_ra",
+    SwapRaHit => "swap_ra_hit",
     PgAllocNormal => "pgalloc_normal",
     PgFree => "pgfree",
     PgActivate => "pgactivate",

@@ -152,3 +152,113 @@ fn the_checker_catches_a_swap_pte_left_on_a_freed_slot() {
     sim.k.check_invariants(&sim.hw, "after the bad free");
     assert_eq!(sim.k.checker.count_of(ViolationKind::SwapMap), 1);
 }
+
+/// The same machine with a block device of `swap_mib` instead of zram.
+fn block_config(swap_mib: u64) -> Config {
+    let mut cfg = config(swap_mib);
+    cfg.machine.swap[0].kind = "block".into();
+    cfg.validate("swap.toml").unwrap();
+    cfg
+}
+
+#[test]
+fn a_block_device_writes_back_asynchronously_and_keeps_the_folios_in_the_swap_cache() {
+    let n = 64;
+    let mut ops = vec![anon_rw(BASE, n)];
+    ops.extend((0..n).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.push(pageout(n));
+    let sim = run(block_config(4), ops);
+    assert_eq!(sim.k.vm.get(Vm::Pswpout), n);
+    assert!(ptes(&sim, n).iter().all(|&p| pte::is_swap(p)));
+    // Under writeback: still in memory, in the swap cache, not freed by MADV_PAGEOUT.
+    assert_eq!(sim.k.swap.folio_entry.len() as u64, n);
+    assert_eq!(sim.k.swap.writeback.len() as u64, n);
+    assert_eq!(sim.k.nodes[0].nr_anon, n);
+}
+
+#[test]
+fn a_clean_swap_cache_folio_is_dropped_without_a_second_write() {
+    // Page out and read back three times: the data never changes, so it is written once.
+    let n = 64;
+    let mut ops = vec![anon_rw(BASE, n)];
+    ops.extend((0..n).map(|i| Op::Store(BASE + i * PAGE)));
+    for _ in 0..3 {
+        ops.push(pageout(n));
+        ops.push(Op::Compute(1_000_000));
+        ops.extend((0..n).map(|i| Op::Load(BASE + i * PAGE)));
+    }
+    let sim = run(block_config(4), ops);
+    assert_eq!(
+        sim.k.vm.get(Vm::Pswpout),
+        n,
+        "only the first pageout writes"
+    );
+    // The first read finds the folios still in the swap cache (writeback kept them); the
+    // later pageouts drop the clean folios, so the later reads come from the device.
+    assert_eq!(sim.k.vm.get(Vm::Pswpin), 2 * n);
+}
+
+#[test]
+fn swap_in_from_a_block_device_reads_ahead_along_a_sequential_read() {
+    // 1 MiB swapped out, then 15 MiB written: reclaim drops the clean swap-cache folios of
+    // the first region; reading it again comes from the device, with readahead.
+    let n = 256;
+    let big = 15 * 256;
+    let other = BASE + (n + 256) * PAGE;
+    let mut ops = vec![
+        anon_rw(BASE, n),
+        Op::Mmap {
+            addr: other,
+            len: big * PAGE,
+            prot: tierlab::workload::prot::READ | tierlab::workload::prot::WRITE,
+            backing: tierlab::workload::Backing::Anon,
+        },
+    ];
+    ops.extend((0..n).map(|i| Op::Store(BASE + i * PAGE)));
+    ops.push(pageout(n));
+    ops.push(Op::Compute(1_000_000));
+    ops.extend((0..big).map(|i| Op::Store(other + i * PAGE)));
+    let reads_from = sim_reads(block_config(64), ops, n);
+    assert!(reads_from.0 > 0, "pages read from the device");
+    assert!(reads_from.1 > 0, "swap_ra");
+    assert!(reads_from.2 > 0, "swap_ra_hit");
+    assert!(
+        reads_from.3 < reads_from.0,
+        "fewer major faults than pages read"
+    );
+}
+
+/// Run `ops` then a sequential read of the first `n` pages at BASE; return the pages read
+/// from swap, swap_ra, swap_ra_hit and major faults during that read.
+fn sim_reads(cfg: Config, mut ops: Vec<Op>, n: u64) -> (u64, u64, u64, u64) {
+    ops.push(Op::Barrier);
+    let before = run(cfg.clone(), ops.clone());
+    let counts = |sim: &Sim| {
+        (
+            sim.k.vm.get(Vm::Pswpin),
+            sim.k.vm.get(Vm::SwapRa),
+            sim.k.vm.get(Vm::SwapRaHit),
+            sim.k.vm.get(Vm::PgMajFault),
+        )
+    };
+    let b = counts(&before);
+    ops.extend((0..n).map(|i| Op::Load(BASE + i * PAGE)));
+    let after = run(cfg, ops);
+    let a = counts(&after);
+    (a.0 - b.0, a.1 - b.1, a.2 - b.2, a.3 - b.3)
+}
+
+#[test]
+fn the_readahead_window_follows_the_kernels_heuristic() {
+    use tierlab::mm::memory::swapin_nr_pages;
+    // No hits: one page, or two when the fault is next to the last one.
+    assert_eq!(swapin_nr_pages(100, 200, 0, 8, 0), 1);
+    assert_eq!(swapin_nr_pages(100, 101, 0, 8, 0), 2);
+    assert_eq!(swapin_nr_pages(100, 99, 0, 8, 0), 2);
+    // hits + 2, rounded up to a power of two from 4, capped by page-cluster.
+    assert_eq!(swapin_nr_pages(100, 200, 1, 8, 0), 4);
+    assert_eq!(swapin_nr_pages(100, 200, 3, 8, 0), 8);
+    assert_eq!(swapin_nr_pages(100, 200, 30, 8, 0), 8);
+    // Never below half the last window.
+    assert_eq!(swapin_nr_pages(100, 200, 0, 8, 8), 4);
+}

@@ -40,6 +40,11 @@ knob_table! {
             path: "/proc/sys/vm/percpu_pagelist_high_fraction",
             range: Range::ZeroOr(8, INT_MAX),
             source: "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler: 0 or >= MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)";
+        /// log2 of the pages swap readahead reads at most (swap_vma_readahead's window).
+        page_cluster: u32 = 3,
+            path: "/proc/sys/vm/page-cluster",
+            range: Range::Int(0, 31),
+            source: "mm/swap.c swap_sysctl_table: extra1 = SYSCTL_ZERO, extra2 = &page_cluster_max (31)";
         /// Anon share of reclaim scanning (get_scan_count's SCAN_FRACT split).
         swappiness: u32 = 60,
             path: "/proc/sys/vm/swappiness",

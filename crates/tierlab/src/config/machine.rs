@@ -203,14 +203,26 @@ knob_table! {
 }
 
 knob_table! {
-    /// `[[machine.swap]]`: one swap device. Only zram is modelled: a compressed RAM disk,
-    /// SWP_SYNCHRONOUS_IO, so swap-in skips the swap cache and readahead.
+    /// `[[machine.swap]]`: one swap device: zram (a compressed RAM disk, SWP_SYNCHRONOUS_IO,
+    /// so swap-in of a slot with one reference skips the swap cache and readahead) or a block
+    /// device (asynchronous writeback, the swap cache, VMA readahead).
     pub struct SwapConfig {
-        /// Device kind: "zram".
+        /// Device kind: "zram" or "block".
         kind: String = "zram".into(),
-            path: "/sys/block/zramN",
-            range: Range::OneOf(&["zram"]),
-            source: "drivers/block/zram/zram_drv.c (block devices are not modelled yet)";
+            path: "/proc/swaps (Type)",
+            range: Range::OneOf(&["zram", "block"]),
+            source: "drivers/block/zram/zram_drv.c; mm/page_io.c swap_writepage_bdev_async";
+        /// Block device: service time of one 4 KiB read, µs [estimate: an NVMe SSD's ~80 µs
+        /// random read, as the cost table's file_major_fault_ns].
+        read_latency_us: f64 = 80.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
+        /// Block device: service time of one 4 KiB write, µs [estimate: NVMe writes land in
+        /// the drive's cache].
+        write_latency_us: f64 = 20.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
+        /// Block device: transfer bandwidth, GB/s [estimate: a PCIe 3.0 ×4 NVMe SSD].
+        bandwidth_gbps: f64 = 3.0,
+            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
         /// Size of the swap area (zram's disksize), MiB.
         size_mib: u64,
             path: "/sys/block/zramN/disksize",

@@ -135,6 +135,11 @@ impl Kernel {
 
     /// Return a frame that no longer has users to `c`'s per-CPU list (free_unref_folios).
     pub fn free_frame(&mut self, m: &mut Machine, c: usize, pfn: u32) {
+        // free_swap_cache: a folio freed while in the swap cache leaves it (its slot too,
+        // if no PTE holds the entry).
+        if !self.swap.folio_entry.is_empty() {
+            self.swap.delete_from_swap_cache(pfn);
+        }
         let p = self.frames.get_mut(pfn);
         debug_assert!(
             !p.has(pg::LRU) && p.mapcount == 0,

@@ -4,7 +4,7 @@
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE};
 use crate::sim::AccessKind;
 use crate::stats::Vm;
 use crate::workload::prot;
@@ -78,7 +78,15 @@ impl Kernel {
             self.do_numa_page(m, c, mm, vpn, p);
             Ok(())
         } else if pte::is_swap(p) {
-            self.do_swap_page(m, c, mm, vma.writable(), vpn, p, store)
+            self.do_swap_page(
+                m,
+                c,
+                mm,
+                (vma.start, vma.end, vma.writable()),
+                vpn,
+                p,
+                store,
+            )
         } else if p & pte::MIGRATION != 0 {
             // migrate_pages runs start to finish inside one kernel step, so no thread can see
             // its migration entries (no migration_entry_wait); reaching one is a simulator bug.
@@ -118,16 +126,19 @@ impl Kernel {
         Ok(())
     }
 
-    /// do_swap_page on a zram slot with one reference (SWP_SYNCHRONOUS_IO, __swap_count 1):
-    /// a new folio read without the swap cache or readahead, mapped exclusive (writable in a
-    /// writable VMA, dirty on a write fault), and the slot freed (swap_free).
+    /// do_swap_page: the slot's folio from the swap cache (no I/O), or read: on zram (one
+    /// reference, SWP_SYNCHRONOUS_IO) a new folio without the swap cache or readahead, on a
+    /// block device through swap_vma_readahead. The folio is mapped exclusive (writable in a
+    /// writable VMA, dirty on a write fault) and the PTE's reference dropped; a write fault,
+    /// or swap more than half full, also takes the folio out of the swap cache
+    /// (should_try_to_free_swap → folio_free_swap).
     #[allow(clippy::too_many_arguments)]
     fn do_swap_page(
         &mut self,
         m: &mut Machine,
         c: usize,
         mm: usize,
-        writable_vma: bool,
+        vma: (u64, u64, bool),
         vpn: u32,
         p: u64,
         store: bool,
@@ -139,11 +150,36 @@ impl Kernel {
             ));
         }
         m.charge_sys(c, m.cost.anon_fault_cycles as u64);
-        self.vm.inc(Vm::PgMajFault);
-        let pfn = self.alloc_user_page(m, c, mm, vpn)?;
-        self.swap_read_folio(m, c);
+        let pfn = match self.swap.lookup(ty, offset) {
+            Some(pfn) => {
+                if self.swap.readahead.remove(&pfn) {
+                    self.vm.inc(Vm::SwapRaHit);
+                    self.mms[mm].swap_ra.hits += 1;
+                }
+                pfn
+            }
+            None if self.swap.devices[ty].sync_io => {
+                self.vm.inc(Vm::PgMajFault);
+                let pfn = self.alloc_user_page(m, c, mm, vpn)?;
+                self.mms[mm].rss_anon -= 1;
+                self.frames.get_mut(pfn).mapcount = 0;
+                self.swap_read_folio(m, c);
+                pfn
+            }
+            None => {
+                self.vm.inc(Vm::PgMajFault);
+                self.swap_vma_readahead(m, c, mm, vma, vpn)?
+            }
+        };
+        {
+            let page = self.frames.get_mut(pfn);
+            page.mapcount += 1;
+            page.owner = mm as u32;
+            page.index = vpn;
+        }
+        self.mms[mm].rss_anon += 1;
         let mut flags = pte::PRESENT | pte::YOUNG;
-        if writable_vma {
+        if vma.2 {
             flags |= pte::WRITE;
             if store {
                 flags |= pte::DIRTY;
@@ -151,7 +187,93 @@ impl Kernel {
         }
         self.mms[mm].pgtable.set(vpn, pte::mk(pfn, flags));
         self.free_swap_slot(m, c, ty, offset);
+        if (store || self.swap.vm_swap_full()) && !self.swap.writeback.contains_key(&pfn) {
+            self.swap.delete_from_swap_cache(pfn);
+        }
         Ok(())
+    }
+
+    /// swap_vma_readahead: read the faulting slot and, in a window around the fault sized by
+    /// __swapin_nr_pages from the last fault and the readahead hits since, every other page
+    /// of the VMA (within its page table) whose PTE holds a swap entry not in the swap cache.
+    /// The pages go to the swap cache and the LRU; the fault waits for the one batch of I/O.
+    fn swap_vma_readahead(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vma: (u64, u64, bool),
+        vpn: u32,
+    ) -> Result<u32, String> {
+        let max = 1u32 << self.cfg.vm.page_cluster;
+        let ra = self.mms[mm].swap_ra;
+        let win = swapin_nr_pages(ra.prev_vpn, vpn, ra.hits, max, ra.win);
+        self.mms[mm].swap_ra = crate::mm::mm_types::SwapRa {
+            prev_vpn: vpn,
+            win,
+            hits: 0,
+        };
+        // swap_ra_clamp_pfn: forward after a forward step, backward after a backward one,
+        // centred otherwise; within the VMA and the PMD.
+        let (left, right) = if win == 1 {
+            (0, 1)
+        } else if vpn == ra.prev_vpn.wrapping_add(1) {
+            (0, win)
+        } else if vpn.wrapping_add(1) == ra.prev_vpn {
+            (win - 1, 1)
+        } else {
+            ((win - 1) / 2, win - (win - 1) / 2)
+        };
+        let pmd_start = vpn & !511;
+        let start = vpn
+            .saturating_sub(left)
+            .max((vma.0 >> PAGE_SHIFT) as u32)
+            .max(pmd_start);
+        let end = (vpn + right)
+            .min((vma.1 >> PAGE_SHIFT) as u32)
+            .min(pmd_start + 512);
+        let mut faulting = None;
+        let mut read = 0u64;
+        let mut ns = 0.0f64;
+        for v in start..end {
+            let p = self.mms[mm].pgtable.get(v);
+            if !pte::is_swap(p) {
+                continue;
+            }
+            let (ty, offset) = pte::swap_entry(p);
+            if self.swap.lookup(ty, offset).is_some() || self.swap.devices[ty].sync_io {
+                continue;
+            }
+            let node = m.cpus[c].node as usize;
+            let Some(pfn) = self.alloc_page(m, c, node) else {
+                if v == vpn {
+                    return Err(self.oom_message());
+                }
+                continue;
+            };
+            {
+                let page = self.frames.get_mut(pfn);
+                page.flags = (page.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
+                page.owner = mm as u32;
+                page.index = v;
+                page.mapcount = 0;
+            }
+            self.lru_add(pfn);
+            self.swap.add_to_swap_cache(pfn, ty, offset);
+            let d = &self.swap.devices[ty];
+            ns = ns.max(d.read_latency_ns) + PAGE_SIZE as f64 / d.bandwidth_gbps;
+            read += 1;
+            if v == vpn {
+                faulting = Some(pfn);
+            } else {
+                self.swap.readahead.insert(pfn);
+                self.vm.inc(Vm::SwapRa);
+            }
+        }
+        let cycles = m.ns_to_cycles(ns) + m.cost.swap_slot_cycles as u64 * read;
+        m.charge_sys(c, cycles);
+        self.vm.add(Vm::Pswpin, read);
+        faulting.ok_or_else(|| "internal error: swap readahead missed the faulting page".into())
     }
 
     /// Allocate and account a new anonymous frame for (mm, vpn) and put it on the LRU.
@@ -271,4 +393,24 @@ impl Kernel {
         }
         Ok(())
     }
+}
+
+/// __swapin_nr_pages: the readahead window from the hits since the last fault ("+ 2", rounded
+/// up to a power of two from 4, or 1 without hits unless the fault is next to the last one),
+/// at most `max_pages`, and never below half the last window.
+pub fn swapin_nr_pages(prev: u32, vpn: u32, hits: u32, max_pages: u32, prev_win: u32) -> u32 {
+    let mut pages = hits + 2;
+    if pages == 2 {
+        if vpn != prev.wrapping_add(1) && vpn.wrapping_add(1) != prev {
+            pages = 1;
+        }
+    } else {
+        let mut roundup = 4;
+        while roundup < pages {
+            roundup <<= 1;
+        }
+        pages = roundup;
+    }
+    pages = pages.min(max_pages);
+    pages.max(prev_win / 2)
 }

@@ -191,6 +191,8 @@ impl Kernel {
         if !s.has(pg::ANON) {
             self.files[s.owner as usize].pages[s.index as usize] = dst;
         }
+        // folio_migrate_mapping: a swap-cache folio's slot now names the new folio.
+        self.swap.migrate_cache(src, dst);
         self.lru_del_and_uncharge(src);
         self.lru_add_folio(dst);
         // remove_migration_ptes

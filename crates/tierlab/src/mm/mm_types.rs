@@ -92,6 +92,16 @@ pub struct Mm {
     pub nr_threads: u32,
     /// NUMA-balancing scanner state.
     pub numa: crate::mm::numa_balancing::NumaScanState,
+    /// Swap readahead state (the kernel keeps it per VMA, vma->swap_readahead_info).
+    pub swap_ra: SwapRa,
+}
+
+/// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SwapRa {
+    pub prev_vpn: u32,
+    pub win: u32,
+    pub hits: u32,
 }
 
 impl Mm {
@@ -107,6 +117,7 @@ impl Mm {
             rss_file: 0,
             nr_threads: 0,
             numa: Default::default(),
+            swap_ra: SwapRa::default(),
         }
     }
 

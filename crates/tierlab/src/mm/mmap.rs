@@ -126,7 +126,7 @@ impl Kernel {
             if pte::is_swap(old) {
                 // zap_nonpresent_ptes → free_swap_and_cache
                 let (ty, offset) = pte::swap_entry(old);
-                self.free_swap_slot(m, c, ty, offset);
+                self.free_swap_and_cache(m, c, ty, offset);
                 continue;
             }
             was_mapped = true;

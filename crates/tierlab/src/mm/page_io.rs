@@ -7,39 +7,86 @@ use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::alloc_pages::AllocMark;
 use crate::mm::page::pg;
+use crate::mm::pgtable::PAGE_SIZE;
 use crate::stats::Vm;
 
+/// What reclaim does with an anon folio it cannot demote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnonReclaim {
+    /// Swapped out (or already clean in the swap cache): free it.
+    Free,
+    /// Keep it on the LRU (writeback in flight, or it could not be unmapped).
+    Keep,
+    /// No free swap slot: activate it.
+    NoSwap,
+}
+
 impl Kernel {
-    /// The anon part of shrink_folio_list once add_to_swap gave `entry`: try_to_unmap puts
-    /// the entry in every mapping PTE, try_to_unmap_flush_dirty flushes the batch first if a
-    /// dirty PTE was unmapped (no CPU may write the page while it is written out), and
-    /// pageout → swap_writepage compresses it into zram. Returns true when the folio can be
-    /// freed (__remove_mapping drops it from the swap cache; the slot keeps the data).
-    pub(crate) fn swap_out_anon(
-        &mut self,
-        m: &mut Machine,
-        c: usize,
-        pfn: u32,
-        entry: (usize, u32),
-    ) -> bool {
-        m.charge_sys(c, m.cost.swap_slot_cycles as u64);
+    /// The anon part of shrink_folio_list for a folio it cannot demote: a folio still under
+    /// writeback is kept; otherwise add_to_swap (a slot, and for a block device the swap
+    /// cache) unless the folio already has one, try_to_unmap puts the entry in every mapping
+    /// PTE, and a dirty folio is written (after try_to_unmap_flush_dirty: no CPU may write
+    /// the page while it is written out). zram writes synchronously and the folio is freed
+    /// now; a block device writes asynchronously and the folio is freed by a later pass.
+    pub(crate) fn reclaim_anon(&mut self, m: &mut Machine, c: usize, pfn: u32) -> AnonReclaim {
+        if let Some(&done) = self.swap.writeback.get(&pfn) {
+            if m.cpus[c].clock < done {
+                return AnonReclaim::Keep;
+            }
+            // folio_end_writeback
+            self.swap.writeback.remove(&pfn);
+        }
+        let entry = match self.swap.folio_entry.get(&pfn) {
+            Some(&e) => e,
+            None => {
+                let Some(e) = self.swap.get_swap_page() else {
+                    return AnonReclaim::NoSwap;
+                };
+                m.charge_sys(c, m.cost.swap_slot_cycles as u64);
+                if !self.swap.devices[e.0].sync_io {
+                    self.swap.add_to_swap_cache(pfn, e.0, e.1);
+                }
+                // add_to_swap marks the folio dirty: the slot does not hold its data yet.
+                self.frames.get_mut(pfn).flags |= pg::DIRTY;
+                e
+            }
+        };
+        let sync = self.swap.devices[entry.0].sync_io;
         // zs_malloc: the compressed copy needs room in zram's pool first; without it the
         // write fails and the folio stays (tierlab asks before unmapping, with the same end).
-        if !self.zram_pool_grow(m, c, entry.0) {
+        if sync && !self.zram_pool_grow(m, c, entry.0) {
             self.swap.put_swap_folio(entry.0, entry.1);
-            return false;
+            return AnonReclaim::Keep;
         }
         if self.frames.get(pfn).mapcount > 0 && !self.try_to_unmap(m, c, pfn, Some(entry)) {
-            self.swap.put_swap_folio(entry.0, entry.1);
-            self.zram_pool_shrink(m, c, entry.0);
-            return false;
+            if sync {
+                self.swap.put_swap_folio(entry.0, entry.1);
+                self.zram_pool_shrink(m, c, entry.0);
+            }
+            return AnonReclaim::Keep;
+        }
+        if !self.frames.get(pfn).has(pg::DIRTY) {
+            // A clean swap-cache folio: the slot already holds its data.
+            self.swap.delete_from_swap_cache(pfn);
+            return AnonReclaim::Free;
         }
         // try_to_unmap_flush_dirty
         if self.tlb_ubc.writable {
             self.try_to_unmap_flush(m, c);
         }
-        self.swap_writepage(m, c);
-        true
+        self.frames.get_mut(pfn).flags &= !pg::DIRTY;
+        if sync {
+            self.swap_writepage(m, c);
+            return AnonReclaim::Free;
+        }
+        // swap_writepage_bdev_async: the write completes after the device's service time.
+        let d = &self.swap.devices[entry.0];
+        let ns = d.write_latency_ns + PAGE_SIZE as f64 / d.bandwidth_gbps;
+        let done = m.cpus[c].clock + m.ns_to_cycles(ns);
+        m.charge_sys(c, m.cost.swap_slot_cycles as u64);
+        self.swap.writeback.insert(pfn, done);
+        self.vm.inc(Vm::Pswpout);
+        AnonReclaim::Keep
     }
 
     /// swap_writepage → zram_write_page: compress the page into zram, synchronously.
@@ -61,6 +108,30 @@ impl Kernel {
     pub(crate) fn free_swap_slot(&mut self, m: &mut Machine, c: usize, ty: usize, offset: u32) {
         if self.swap.swap_free(ty, offset) {
             self.zram_pool_shrink(m, c, ty);
+        }
+    }
+
+    /// free_swap_and_cache (zap_nonpresent_ptes): a PTE dropped its entry; if only the swap
+    /// cache still holds the slot, its unmapped folio (not under writeback) goes too.
+    pub(crate) fn free_swap_and_cache(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        ty: usize,
+        offset: u32,
+    ) {
+        self.free_swap_slot(m, c, ty, offset);
+        let Some(pfn) = self.swap.lookup(ty, offset) else {
+            return;
+        };
+        let page = *self.frames.get(pfn);
+        if self.swap.count(ty, offset) == 0
+            && page.mapcount == 0
+            && !self.swap.writeback.contains_key(&pfn)
+            && page.has(pg::LRU)
+        {
+            self.lru_del_and_uncharge(pfn);
+            self.free_frame(m, c, pfn);
         }
     }
 

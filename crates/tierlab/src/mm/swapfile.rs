@@ -4,7 +4,9 @@
 //! young and dirty bits next to the PFN (migration_entry_supports_ad, seed 004).
 
 use crate::arch;
-use crate::config::Config;
+use crate::config::{Config, SwapConfig};
+use crate::mm::page::NIL;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// SWP_TYPE_SHIFT = BITS_PER_XA_VALUE (63 on 64-bit) − MAX_SWAPFILES_SHIFT (5): the offset
 /// bits of an arch-independent swp_entry_t (include/linux/swapops.h).
@@ -48,19 +50,56 @@ pub struct SwapInfo {
     pub compression_ratio: f64,
     /// The frames zram's zsmalloc pool holds for the compressed pages.
     pub pool: Vec<u32>,
+    /// SWP_SYNCHRONOUS_IO (zram): I/O completes before the call returns.
+    pub sync_io: bool,
+    /// SWAP_HAS_CACHE per slot: a folio in the swap cache holds the slot too.
+    pub has_cache: Vec<bool>,
+    /// The swap cache (swap_address_space): the folio of each slot, or NIL.
+    pub cache: Vec<u32>,
+    /// Block device service times and bandwidth.
+    pub read_latency_ns: f64,
+    pub write_latency_ns: f64,
+    pub bandwidth_gbps: f64,
 }
 
 impl SwapInfo {
-    /// pages: the area's size in pages, header included.
-    fn new(pages: u32, prio: i32, compression_ratio: f64) -> SwapInfo {
+    /// The area of device `d`, with its priority.
+    fn new(d: &SwapConfig, prio: i32) -> SwapInfo {
+        let pages = (d.size_mib * 256) as u32;
+        let sync_io = d.kind == "zram";
         SwapInfo {
             prio,
             swap_map: vec![0; pages as usize],
             free: (1..pages).rev().collect(),
             inuse_pages: 0,
-            compression_ratio,
+            compression_ratio: d.compression_ratio,
             pool: Vec::new(),
+            sync_io,
+            has_cache: if sync_io {
+                Vec::new()
+            } else {
+                vec![false; pages as usize]
+            },
+            cache: if sync_io {
+                Vec::new()
+            } else {
+                vec![NIL; pages as usize]
+            },
+            read_latency_ns: d.read_latency_us * 1e3,
+            write_latency_ns: d.write_latency_us * 1e3,
+            bandwidth_gbps: d.bandwidth_gbps,
         }
+    }
+
+    /// The slot is free once no PTE and no swap-cache folio holds it.
+    fn maybe_free(&mut self, offset: u32) -> bool {
+        let o = offset as usize;
+        if self.swap_map[o] == 0 && !self.has_cache.get(o).copied().unwrap_or(false) {
+            self.free.push(offset);
+            self.inuse_pages -= 1;
+            return true;
+        }
+        false
     }
 
     /// The usable slots (SwapTotal in pages).
@@ -76,6 +115,12 @@ pub struct SwapAreas {
     /// The next of several equal-priority areas to take a slot from (the kernel requeues
     /// the area it used at the tail of its priority in swap_avail_heads).
     next_equal: usize,
+    /// folio->swap of every folio in a swap cache.
+    pub folio_entry: BTreeMap<u32, (usize, u32)>,
+    /// Folios under writeback (PG_writeback) and the cycle their write completes.
+    pub writeback: BTreeMap<u32, u64>,
+    /// Folios read ahead and not yet faulted on (PG_readahead).
+    pub readahead: BTreeSet<u32>,
 }
 
 impl SwapAreas {
@@ -94,13 +139,12 @@ impl SwapAreas {
                         least_priority
                     }
                 };
-                let pages = (d.size_mib * 256) as u32;
-                SwapInfo::new(pages, prio, d.compression_ratio)
+                SwapInfo::new(d, prio)
             })
             .collect();
         SwapAreas {
             devices,
-            next_equal: 0,
+            ..Default::default()
         }
     }
 
@@ -146,12 +190,52 @@ impl SwapAreas {
         let d = &mut self.devices[ty];
         let count = &mut d.swap_map[offset as usize];
         *count = count.saturating_sub(1);
-        if *count == 0 {
-            d.free.push(offset);
-            d.inuse_pages -= 1;
-            return true;
+        d.maybe_free(offset)
+    }
+
+    /// add_to_swap_cache: `pfn` holds slot (ty, offset) in the swap cache.
+    pub fn add_to_swap_cache(&mut self, pfn: u32, ty: usize, offset: u32) {
+        let d = &mut self.devices[ty];
+        d.has_cache[offset as usize] = true;
+        d.cache[offset as usize] = pfn;
+        self.folio_entry.insert(pfn, (ty, offset));
+    }
+
+    /// __delete_from_swap_cache + put_swap_folio: the folio leaves the swap cache; returns
+    /// its entry and whether the slot was freed with it.
+    pub fn delete_from_swap_cache(&mut self, pfn: u32) -> Option<((usize, u32), bool)> {
+        let (ty, offset) = self.folio_entry.remove(&pfn)?;
+        self.writeback.remove(&pfn);
+        self.readahead.remove(&pfn);
+        let d = &mut self.devices[ty];
+        d.has_cache[offset as usize] = false;
+        d.cache[offset as usize] = NIL;
+        Some(((ty, offset), d.maybe_free(offset)))
+    }
+
+    /// swap_cache_get_folio: the folio of slot (ty, offset) in the swap cache.
+    pub fn lookup(&self, ty: usize, offset: u32) -> Option<u32> {
+        let pfn = *self.devices.get(ty)?.cache.get(offset as usize)?;
+        (pfn != NIL).then_some(pfn)
+    }
+
+    /// folio_migrate_mapping for a swap-cache folio: the slot now names `dst`.
+    pub fn migrate_cache(&mut self, src: u32, dst: u32) {
+        if let Some((ty, offset)) = self.folio_entry.remove(&src) {
+            self.devices[ty].cache[offset as usize] = dst;
+            self.folio_entry.insert(dst, (ty, offset));
+            if self.readahead.remove(&src) {
+                self.readahead.insert(dst);
+            }
+            if let Some(done) = self.writeback.remove(&src) {
+                self.writeback.insert(dst, done);
+            }
         }
-        false
+    }
+
+    /// vm_swap_full: more than half of all swap in use.
+    pub fn vm_swap_full(&self) -> bool {
+        self.nr_swap_pages() * 2 < self.total_pages()
     }
 
     /// Frames zram's pool needs for `stored` compressed pages of area `ty`.
@@ -162,7 +246,9 @@ impl SwapAreas {
     /// put_swap_folio: give back a slot no PTE took (the folio could not be unmapped).
     pub fn put_swap_folio(&mut self, ty: usize, offset: u32) {
         let d = &mut self.devices[ty];
-        if d.swap_map[offset as usize] == 0 {
+        if d.swap_map[offset as usize] == 0
+            && !d.has_cache.get(offset as usize).copied().unwrap_or(false)
+        {
             d.free.push(offset);
             d.inuse_pages -= 1;
         }

@@ -16,6 +16,7 @@ use crate::mm::mmzone::{
     lru_index, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE,
 };
 use crate::mm::page::pg;
+use crate::mm::page_io::AnonReclaim;
 use crate::stats::Vm;
 
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -540,20 +541,18 @@ impl Kernel {
                             continue;
                         }
                         if anon {
-                            // add_to_swap; without a free slot the folio is activated.
-                            let Some(entry) = self.swap.get_swap_page() else {
-                                self.frames.get_mut(pfn).flags |= pg::ACTIVE;
-                                self.vm.inc(Vm::PgActivate);
-                                if pageout {
-                                    self.pageout_kept_no_swap += 1;
+                            match self.reclaim_anon(m, c, pfn) {
+                                AnonReclaim::Free => to_free.push(pfn),
+                                AnonReclaim::Keep => keep.push(pfn),
+                                AnonReclaim::NoSwap => {
+                                    // Without a free slot the folio is activated.
+                                    self.frames.get_mut(pfn).flags |= pg::ACTIVE;
+                                    self.vm.inc(Vm::PgActivate);
+                                    if pageout {
+                                        self.pageout_kept_no_swap += 1;
+                                    }
+                                    keep.push(pfn);
                                 }
-                                keep.push(pfn);
-                                continue;
-                            };
-                            if self.swap_out_anon(m, c, pfn, entry) {
-                                to_free.push(pfn);
-                            } else {
-                                keep.push(pfn);
                             }
                             continue;
                         }
