@@ -14,13 +14,18 @@ use tierlab::{Config, Sim};
 
 /// One 16 MiB DRAM node, 4 CPUs, a zram device of `swap_mib`, strict checks.
 fn config(swap_mib: u64) -> Config {
+    config_with(16, swap_mib)
+}
+
+/// One DRAM node of `node_mib`, 4 CPUs, a zram device of `swap_mib`, strict checks.
+fn config_with(node_mib: u64, swap_mib: u64) -> Config {
     let text = format!(
         r#"
 [machine]
 cpus = 4
 [[machine.nodes]]
 name = "dram"
-capacity_mib = 16
+capacity_mib = {node_mib}
 read_latency_ns = 100
 write_latency_ns = 100
 cpus = "0-3"
@@ -261,4 +266,19 @@ fn the_readahead_window_follows_the_kernels_heuristic() {
     assert_eq!(swapin_nr_pages(100, 200, 30, 8, 0), 8);
     // Never below half the last window.
     assert_eq!(swapin_nr_pages(100, 200, 0, 8, 8), 4);
+}
+
+#[test]
+fn reclaim_swaps_anon_out_to_a_block_device() {
+    // 96 MiB written on a 64 MiB node with a 128 MiB block device: a third of it ends on the
+    // device. (Direct reclaim waiting for writeback is tested on hot_set in
+    // workloads/tests/scenarios.rs, where it is needed.)
+    let n = 96 * 256;
+    let mut ops = vec![anon_rw(BASE, n)];
+    ops.extend((0..n).map(|i| Op::Store(BASE + i * PAGE)));
+    let mut cfg = config_with(64, 128);
+    cfg.machine.swap[0].kind = "block".into();
+    let sim = run(cfg, ops);
+    let swapped = ptes(&sim, n).iter().filter(|&&p| pte::is_swap(p)).count();
+    assert!(swapped >= 32 * 256, "{swapped} pages swapped out");
 }

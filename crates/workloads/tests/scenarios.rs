@@ -212,3 +212,23 @@ scenario_test!(
         assert_eq!(r.vmstat.get("pgsteal_anon"), 0);
     }
 );
+
+// hot_set on one 64 MiB node with a block swap device: the fill swaps through writeback, and
+// direct reclaim waits for the device (reclaim_throttle) instead of running out of memory.
+scenario_test!(
+    hot_set_swaps_to_a_block_device_and_waits_for_writeback,
+    "hot_set.toml",
+    [
+        "machine.nodes=[{ name = \"dram\", capacity_mib = 64, read_latency_ns = 100, write_latency_ns = 100, cpus = \"0-3\" }]",
+        "workload.regions.0.size_mib=80",
+        "workload.regions.1.size_mib=16",
+        "workload.phases.2.duration_ms=100",
+        "vm.demotion_enabled=false",
+        "kernel.numa_balancing=0",
+        "machine.swap=[{ kind = \"block\", size_mib = 128 }]",
+    ],
+    |r| {
+        assert!(r.vmstat.get("pswpout") > 16 * 256);
+        assert!(r.swap[0].used_kib > 16 * 1024);
+    }
+);

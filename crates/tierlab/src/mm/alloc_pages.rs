@@ -50,11 +50,23 @@ impl Kernel {
             if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, AllocMark::Min) {
                 return Some(pfn);
             }
-            if reclaimed == 0 {
+            if reclaimed == 0 && !self.reclaim_throttle_writeback(m, c) {
                 break;
             }
         }
         None
+    }
+
+    /// reclaim_throttle(VMSCAN_THROTTLE_WRITEBACK): reclaim found only folios under
+    /// writeback, so the task sleeps until the first write completes, at most HZ/10.
+    /// Returns false when nothing is under writeback.
+    fn reclaim_throttle_writeback(&mut self, m: &mut Machine, c: usize) -> bool {
+        let Some(&done) = self.swap.writeback.values().min() else {
+            return false;
+        };
+        let limit = m.cpus[c].clock + m.ns_to_cycles(100e6);
+        m.cpus[c].idle_until(done.min(limit));
+        true
     }
 
     pub(crate) fn alloc_from_zonelist(

@@ -233,7 +233,7 @@ impl Kernel {
             .min((vma.1 >> PAGE_SHIFT) as u32)
             .min(pmd_start + 512);
         let mut faulting = None;
-        let mut read = 0u64;
+        let mut read = Vec::new();
         let mut ns = 0.0f64;
         for v in start..end {
             let p = self.mms[mm].pgtable.get(v);
@@ -258,11 +258,10 @@ impl Kernel {
                 page.index = v;
                 page.mapcount = 0;
             }
-            self.lru_add(pfn);
             self.swap.add_to_swap_cache(pfn, ty, offset);
             let d = &self.swap.devices[ty];
             ns = ns.max(d.read_latency_ns) + PAGE_SIZE as f64 / d.bandwidth_gbps;
-            read += 1;
+            read.push(pfn);
             if v == vpn {
                 faulting = Some(pfn);
             } else {
@@ -270,9 +269,15 @@ impl Kernel {
                 self.vm.inc(Vm::SwapRa);
             }
         }
-        let cycles = m.ns_to_cycles(ns) + m.cost.swap_slot_cycles as u64 * read;
+        // The folios join the LRU once their I/O is done: until then they are locked, and
+        // reclaim run by a later allocation of the window must not take them.
+        for &pfn in &read {
+            self.lru_add(pfn);
+        }
+        let n = read.len() as u64;
+        let cycles = m.ns_to_cycles(ns) + m.cost.swap_slot_cycles as u64 * n;
         m.charge_sys(c, cycles);
-        self.vm.add(Vm::Pswpin, read);
+        self.vm.add(Vm::Pswpin, n);
         faulting.ok_or_else(|| "internal error: swap readahead missed the faulting page".into())
     }
 
