@@ -149,12 +149,7 @@ impl Arm64 {
     /// Issue one broadcast TLBI from CPU `c`.
     fn tlbi(&mut self, t: &mut TlbCtx, c: usize, op: Tlbi) {
         let cycles = t.m.cost.tlbi_cycles as u64;
-        let before = t.m.cpus[c].sys_cycles;
-        t.m.charge_sys(c, cycles);
-        let cpu = &mut t.m.cpus[c];
-        let issued = cpu.sys_cycles - before;
-        cpu.perf.inc(Perf::Tlbi);
-        cpu.perf.add(Perf::TlbiCycles, issued);
+        charge_counted(t, c, cycles, Perf::Tlbi, Perf::TlbiCycles);
         self.pending.push(op);
     }
 
@@ -164,12 +159,7 @@ impl Arm64 {
         let cost = &t.m.cost;
         let ns = cost.dsb_ish_base_ns + cost.dsb_ish_per_cpu_ns * t.m.cpus.len() as f64;
         let cycles = t.m.ns_to_cycles(ns);
-        let before = t.m.cpus[c].sys_cycles;
-        t.m.charge_sys(c, cycles);
-        let cpu = &mut t.m.cpus[c];
-        let waited = cpu.sys_cycles - before;
-        cpu.perf.inc(Perf::DsbIsh);
-        cpu.perf.add(Perf::DsbIshCycles, waited);
+        charge_counted(t, c, cycles, Perf::DsbIsh, Perf::DsbIshCycles);
         self.complete_pending(t);
     }
 
@@ -196,4 +186,15 @@ impl Arm64 {
     pub fn ipi_targets(&self, _c: usize, _mask: &CpuMask) -> u64 {
         0
     }
+}
+
+/// Charge `cycles` of kernel time to CPU `c` and count the event and the cycles it really
+/// took (a shared core stretches them).
+fn charge_counted(t: &mut TlbCtx, c: usize, cycles: u64, event: Perf, spent: Perf) {
+    let before = t.m.cpus[c].sys_cycles;
+    t.m.charge_sys(c, cycles);
+    let cpu = &mut t.m.cpus[c];
+    let took = cpu.sys_cycles - before;
+    cpu.perf.inc(event);
+    cpu.perf.add(spent, took);
 }
