@@ -437,25 +437,6 @@ const BDW_AD: [&str; 8] = sets(BROADWELL_EP, AD_ON);
 const MILAN_OLD: [&str; 8] = sets(MILAN, AD_OFF);
 const MILAN_AD: [&str; 8] = sets(MILAN, AD_ON);
 
-/// A value figure of one phase's time, lower is better.
-const fn phase_ms(
-    metric: &'static str,
-    phase: &'static str,
-    values: &'static [(&'static str, f64)],
-    source: &'static str,
-) -> Figure {
-    Figure {
-        metric,
-        prose: metric,
-        measure: Measure::PhaseMs(phase),
-        published: Published::Values {
-            values,
-            higher_is_better: false,
-        },
-        source,
-    }
-}
-
 /// Seed 004 (A/D bits in migration entries): Peter Xu's swap-young on 1 GiB, moved to node
 /// 1 and back, then read and written a byte per page; kernels without and with the series on
 /// the two published machines.
@@ -489,34 +470,34 @@ const SWAP_YOUNG: Reproduction = Reproduction {
         },
     ],
     figures: &[
-        phase_ms(
+        lower(
             "Broadwell read after moves (ms)",
-            "read after moves",
+            Measure::PhaseMs("read after moves"),
             &[("bdw-6.0", 99.0), ("bdw-6.1", 4.0)],
             SWAP_YOUNG_V4,
         ),
-        phase_ms(
+        lower(
             "Milan read after moves (ms)",
-            "read after moves",
+            Measure::PhaseMs("read after moves"),
             &[("milan-6.0", 81.364), ("milan-6.1", 2.966)],
             SWAP_YOUNG_MILAN,
         ),
-        phase_ms(
+        lower(
             "Milan write after moves (ms)",
-            "write after moves",
+            Measure::PhaseMs("write after moves"),
             &[("milan-6.0", 12.887), ("milan-6.1", 2.720)],
             SWAP_YOUNG_MILAN,
         ),
         // Means of the four later passes each kernel printed.
-        phase_ms(
+        lower(
             "Milan steady read (ms)",
-            "steady read",
+            Measure::PhaseMs("steady read"),
             &[("milan-6.0", 5.212), ("milan-6.1", 2.894)],
             SWAP_YOUNG_MILAN,
         ),
-        phase_ms(
+        lower(
             "Milan steady write (ms)",
-            "steady write",
+            Measure::PhaseMs("steady write"),
             &[("milan-6.0", 4.544), ("milan-6.1", 2.565)],
             SWAP_YOUNG_MILAN,
         ),

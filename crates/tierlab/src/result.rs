@@ -349,7 +349,7 @@ impl RunResult {
                     kind: if d.sync_io { "zram" } else { "block" }.into(),
                     priority: d.prio,
                     size_kib: d.pages() * 4,
-                    used_kib: d.inuse_pages * 4,
+                    used_kib: d.inuse_pages() * 4,
                     pool_kib: d.pool.len() as u64 * 4,
                 })
                 .collect(),

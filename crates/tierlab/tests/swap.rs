@@ -73,7 +73,7 @@ fn pageout_swaps_out_to_zram_and_a_read_swaps_back_in() {
     let sim = run(config(4), ops.clone());
     assert!(ptes(&sim, n).iter().all(|&p| pte::is_swap(p)));
     assert_eq!(sim.k.vm.get(Vm::Pswpout), n);
-    assert_eq!(sim.k.swap.devices[0].inuse_pages, n);
+    assert_eq!(sim.k.swap.devices[0].inuse_pages(), n);
     // Compression ratio 2: the pool holds half as many frames as pages stored.
     assert_eq!(sim.k.swap.devices[0].pool.len() as u64, n / 2);
 
@@ -85,7 +85,7 @@ fn pageout_swaps_out_to_zram_and_a_read_swaps_back_in() {
         // Exclusive anon comes back writable (do_swap_page), clean after a read.
         assert!(pte::present(p) && p & pte::WRITE != 0 && p & pte::DIRTY == 0);
     }
-    assert_eq!(sim.k.swap.devices[0].inuse_pages, 0, "every slot freed");
+    assert_eq!(sim.k.swap.devices[0].inuse_pages(), 0, "every slot freed");
     assert!(sim.k.swap.devices[0].pool.is_empty(), "zram's pool empty");
 }
 

@@ -78,15 +78,7 @@ impl Kernel {
             self.do_numa_page(m, c, mm, vpn, p);
             Ok(())
         } else if pte::is_swap(p) {
-            self.do_swap_page(
-                m,
-                c,
-                mm,
-                (vma.start, vma.end, vma.writable()),
-                vpn,
-                p,
-                store,
-            )
+            self.do_swap_page(m, c, mm, &vma, vpn, p, store)
         } else if p & pte::MIGRATION != 0 {
             // migrate_pages runs start to finish inside one kernel step, so no thread can see
             // its migration entries (no migration_entry_wait); reaching one is a simulator bug.
@@ -138,7 +130,7 @@ impl Kernel {
         m: &mut Machine,
         c: usize,
         mm: usize,
-        vma: (u64, u64, bool),
+        vma: &crate::mm::mm_types::Vma,
         vpn: u32,
         p: u64,
         store: bool,
@@ -160,9 +152,10 @@ impl Kernel {
             }
             None if self.swap.devices[ty].sync_io => {
                 self.vm.inc(Vm::PgMajFault);
-                let pfn = self.alloc_user_page(m, c, mm, vpn)?;
-                self.mms[mm].rss_anon -= 1;
-                self.frames.get_mut(pfn).mapcount = 0;
+                let pfn = self
+                    .new_anon_folio(m, c, mm, vpn)
+                    .ok_or_else(|| self.oom_message())?;
+                self.lru_add(pfn);
                 self.swap_read_folio(m, c);
                 pfn
             }
@@ -179,7 +172,7 @@ impl Kernel {
         }
         self.mms[mm].rss_anon += 1;
         let mut flags = pte::PRESENT | pte::YOUNG;
-        if vma.2 {
+        if vma.writable() {
             flags |= pte::WRITE;
             if store {
                 flags |= pte::DIRTY;
@@ -202,7 +195,7 @@ impl Kernel {
         m: &mut Machine,
         c: usize,
         mm: usize,
-        vma: (u64, u64, bool),
+        vma: &crate::mm::mm_types::Vma,
         vpn: u32,
     ) -> Result<u32, String> {
         let max = 1u32 << self.cfg.vm.page_cluster;
@@ -227,10 +220,10 @@ impl Kernel {
         let pmd_start = vpn & !511;
         let start = vpn
             .saturating_sub(left)
-            .max((vma.0 >> PAGE_SHIFT) as u32)
+            .max((vma.start >> PAGE_SHIFT) as u32)
             .max(pmd_start);
         let end = (vpn + right)
-            .min((vma.1 >> PAGE_SHIFT) as u32)
+            .min((vma.end >> PAGE_SHIFT) as u32)
             .min(pmd_start + 512);
         let mut faulting = None;
         let mut read = Vec::new();
@@ -244,20 +237,12 @@ impl Kernel {
             if self.swap.lookup(ty, offset).is_some() || self.swap.devices[ty].sync_io {
                 continue;
             }
-            let node = m.cpus[c].node as usize;
-            let Some(pfn) = self.alloc_page(m, c, node) else {
+            let Some(pfn) = self.new_anon_folio(m, c, mm, v) else {
                 if v == vpn {
                     return Err(self.oom_message());
                 }
                 continue;
             };
-            {
-                let page = self.frames.get_mut(pfn);
-                page.flags = (page.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
-                page.owner = mm as u32;
-                page.index = v;
-                page.mapcount = 0;
-            }
             self.swap.add_to_swap_cache(pfn, ty, offset);
             let d = &self.swap.devices[ty];
             ns = ns.max(d.read_latency_ns) + PAGE_SIZE as f64 / d.bandwidth_gbps;
@@ -289,20 +274,26 @@ impl Kernel {
         mm: usize,
         vpn: u32,
     ) -> Result<u32, String> {
-        let node = m.cpus[c].node as usize;
         let pfn = self
-            .alloc_page(m, c, node)
+            .new_anon_folio(m, c, mm, vpn)
             .ok_or_else(|| self.oom_message())?;
-        {
-            let p = self.frames.get_mut(pfn);
-            p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
-            p.owner = mm as u32;
-            p.index = vpn;
-            p.mapcount = 1;
-        }
+        self.frames.get_mut(pfn).mapcount = 1;
         self.lru_add(pfn);
         self.mms[mm].rss_anon += 1;
         Ok(pfn)
+    }
+
+    /// A frame from the faulting CPU's node made an anon folio of (mm, vpn) for the rmap,
+    /// not yet mapped nor on the LRU (None: out of memory).
+    fn new_anon_folio(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) -> Option<u32> {
+        let node = m.cpus[c].node as usize;
+        let pfn = self.alloc_page(m, c, node)?;
+        let p = self.frames.get_mut(pfn);
+        p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
+        p.owner = mm as u32;
+        p.index = vpn;
+        p.mapcount = 0;
+        Some(pfn)
     }
 
     /// do_read_fault / do_shared_fault through filemap_fault: find or read the page-cache

@@ -135,11 +135,11 @@ impl Kernel {
         }
     }
 
-    /// zs_malloc for one more stored page (inuse_pages counts it once the slot is taken): a
+    /// zs_malloc for one more stored page (inuse_pages() counts it once the slot is taken): a
     /// frame from the reclaiming CPU's node, no reclaim; reclaim runs with PF_MEMALLOC, so
     /// the allocation may take the reserves below min (__gfp_pfmemalloc_flags).
     fn zram_pool_grow(&mut self, m: &mut Machine, c: usize, ty: usize) -> bool {
-        let stored = self.swap.devices[ty].inuse_pages;
+        let stored = self.swap.devices[ty].inuse_pages();
         while self.swap.devices[ty].pool.len() < self.swap.pool_frames_needed(ty, stored) {
             let node = m.cpus[c].node as usize;
             let Some(pfn) = self.alloc_from_zonelist(m, c, node, AllocMark::NoWatermarks) else {
@@ -154,7 +154,7 @@ impl Kernel {
 
     /// zs_free: give back pool frames the stored pages no longer need.
     fn zram_pool_shrink(&mut self, m: &mut Machine, c: usize, ty: usize) {
-        let stored = self.swap.devices[ty].inuse_pages;
+        let stored = self.swap.devices[ty].inuse_pages();
         while self.swap.devices[ty].pool.len() > self.swap.pool_frames_needed(ty, stored) {
             let pfn = self.swap.devices[ty].pool.pop().expect("pool frame");
             self.free_frame(m, c, pfn);

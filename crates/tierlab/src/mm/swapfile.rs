@@ -44,8 +44,6 @@ pub struct SwapInfo {
     pub swap_map: Vec<u8>,
     /// Free slots, the lowest on top.
     free: Vec<u32>,
-    /// inuse_pages.
-    pub inuse_pages: u64,
     /// zram's compression ratio: the RAM its stored pages take is inuse / ratio.
     pub compression_ratio: f64,
     /// The frames zram's zsmalloc pool holds for the compressed pages.
@@ -71,7 +69,6 @@ impl SwapInfo {
             prio,
             swap_map: vec![0; pages as usize],
             free: (1..pages).rev().collect(),
-            inuse_pages: 0,
             compression_ratio: d.compression_ratio,
             pool: Vec::new(),
             sync_io,
@@ -96,7 +93,6 @@ impl SwapInfo {
         let o = offset as usize;
         if self.swap_map[o] == 0 && !self.has_cache.get(o).copied().unwrap_or(false) {
             self.free.push(offset);
-            self.inuse_pages -= 1;
             return true;
         }
         false
@@ -105,6 +101,11 @@ impl SwapInfo {
     /// The usable slots (SwapTotal in pages).
     pub fn pages(&self) -> u64 {
         self.swap_map.len() as u64 - 1
+    }
+
+    /// inuse_pages: slots taken (by PTEs or the swap cache).
+    pub fn inuse_pages(&self) -> u64 {
+        self.pages() - self.free.len() as u64
     }
 }
 
@@ -175,7 +176,6 @@ impl SwapAreas {
         self.next_equal = self.next_equal.wrapping_add(1);
         let d = &mut self.devices[ty];
         let offset = d.free.pop()?;
-        d.inuse_pages += 1;
         Some((ty, offset))
     }
 
@@ -245,13 +245,7 @@ impl SwapAreas {
 
     /// put_swap_folio: give back a slot no PTE took (the folio could not be unmapped).
     pub fn put_swap_folio(&mut self, ty: usize, offset: u32) {
-        let d = &mut self.devices[ty];
-        if d.swap_map[offset as usize] == 0
-            && !d.has_cache.get(offset as usize).copied().unwrap_or(false)
-        {
-            d.free.push(offset);
-            d.inuse_pages -= 1;
-        }
+        self.devices[ty].maybe_free(offset);
     }
 
     /// A slot's references (swap_count).
