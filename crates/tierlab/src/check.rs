@@ -174,8 +174,8 @@ impl Kernel {
         self.check_swap_map(when);
     }
 
-    /// Every swap slot's count (swap_map) equals the swap PTEs holding its entry: a PTE
-    /// left on a freed slot would read another page's data on swap-in.
+    /// Every swap slot's count (swap_map) equals the swap PTEs and shmem page-cache entries
+    /// holding it: an entry left on a freed slot would read another page's data on swap-in.
     fn check_swap_map(&mut self, when: &str) {
         if self.swap.devices.is_empty() {
             return;
@@ -201,22 +201,38 @@ impl Kernel {
                 }
             }
         }
+        for (f, file) in self.files.iter().enumerate() {
+            for (&index, &(ty, offset)) in &file.swapped {
+                if file.pages[index as usize] != crate::mm::page::NIL {
+                    bad.push(format!(
+                        "shmem file {f} page {index}: both a frame and swap entry ({ty}, {offset})"
+                    ));
+                }
+                match refs.get_mut(ty).and_then(|r| r.get_mut(offset as usize)) {
+                    Some(r) => *r = r.saturating_add(1),
+                    None => bad.push(format!(
+                        "shmem file {f} page {index}: swap entry ({ty}, {offset}) beyond every area"
+                    )),
+                }
+            }
+        }
         for (ty, (d, r)) in self.swap.devices.iter().zip(&refs).enumerate() {
             for (offset, (&count, &held)) in d.swap_map.iter().zip(r).enumerate() {
                 if count != held {
                     bad.push(format!(
-                        "swap area {ty} slot {offset}: swap_map {count}, held by {held} PTEs"
+                        "swap area {ty} slot {offset}: swap_map {count}, held by {held} PTEs \
+                         and shmem entries"
                     ));
                 }
             }
             // The swap cache: SWAP_HAS_CACHE exactly where a folio is cached, and that folio
-            // an in-use anon frame that knows its slot.
+            // an in-use swap-backed frame that knows its slot.
             for (offset, (&has, &pfn)) in d.has_cache.iter().zip(&d.cache).enumerate() {
                 let cached = pfn != crate::mm::page::NIL;
                 let knows = cached
                     && self.swap.folio_entry.get(&pfn) == Some(&(ty, offset as u32))
                     && self.frames.get(pfn).has(pg::USED)
-                    && self.frames.get(pfn).has(pg::ANON);
+                    && self.frames.get(pfn).has(pg::SWAPBACKED);
                 if has != cached || (cached && !knows) {
                     bad.push(format!(
                         "swap area {ty} slot {offset}: SWAP_HAS_CACHE {has}, cached frame {pfn}"
@@ -372,7 +388,7 @@ impl Kernel {
                     seen[pfn as usize] += 1;
                     let p = self.frames.get(pfn);
                     if !p.has(pg::LRU)
-                        || lru_index(p.has(pg::ANON), p.has(pg::ACTIVE)) != lru
+                        || lru_index(p.has(pg::SWAPBACKED), p.has(pg::ACTIVE)) != lru
                         || p.node as usize != n
                     {
                         self.checker.report(Violation::LruMembership {

@@ -385,7 +385,10 @@ fn vmstat(sim: &Sim) -> CounterMap {
     }
     item("nr_isolated", k.nodes.iter().map(|n| n.nr_isolated).sum());
     item("nr_anon_pages", k.mms.iter().map(|mm| mm.rss_anon).sum());
-    item("nr_mapped", k.mms.iter().map(|mm| mm.rss_file).sum());
+    item(
+        "nr_mapped",
+        k.mms.iter().map(|mm| mm.rss_file + mm.rss_shmem).sum(),
+    );
     item("nr_file_pages", k.files.iter().map(|f| f.nr_cached).sum());
     m
 }

@@ -115,10 +115,13 @@ pub struct ThreadSpec {
 }
 
 /// A file the workload's mappings may refer to.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct FileSpec {
     pub name: String,
     pub pages: u64,
+    /// A shmem object (memfd_create, or what MAP_SHARED | MAP_ANONYMOUS maps through
+    /// shmem_zero_setup) rather than a file on disk: swap-backed, zero-filled.
+    pub shmem: bool,
 }
 
 /// A named address range whose per-node residency the timeline samples.

@@ -308,6 +308,7 @@ fn file_workload(file_pages: u64, anon_pages: u64, rereads: u32) -> Workload {
         vec![FileSpec {
             name: "data".into(),
             pages: file_pages,
+            shmem: false,
         }],
     )
 }
@@ -371,6 +372,7 @@ fn lru_aging_follows_folio_check_references() {
             vec![FileSpec {
                 name: "f".into(),
                 pages: 4,
+                shmem: false,
             }],
         ),
     );
@@ -563,6 +565,7 @@ fn reclaim_shoots_down_cpus_that_cache_the_unmapped_pages() {
             vec![FileSpec {
                 name: "f".into(),
                 pages: 1000,
+                shmem: false,
             }],
         ),
     );

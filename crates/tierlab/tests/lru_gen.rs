@@ -221,6 +221,7 @@ fn without_demotion_mglru_reclaims_only_clean_file_pages() {
             vec![FileSpec {
                 name: "f".into(),
                 pages: 3000,
+                shmem: false,
             }],
         ),
     );

@@ -29,6 +29,7 @@ fn write_read_move(sets: &[&str]) -> Sim {
     let files = vec![FileSpec {
         name: "f".into(),
         pages: 8,
+        shmem: false,
     }];
     run(cfg, one_process(vec![(Placement::Pinned(0), ops)], files))
 }

@@ -183,6 +183,7 @@ fn run_stress(migrc_break: &str) -> Sim {
         vec![FileSpec {
             name: "data".into(),
             pages: FILE_PAGES,
+            shmem: false,
         }],
     );
     let mut sim = Sim::new(config(migrc_break), w).unwrap();

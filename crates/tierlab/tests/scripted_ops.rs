@@ -134,6 +134,7 @@ fn madvise_pageout_drops_clean_file_pages_and_keeps_anon_without_swap() {
             vec![FileSpec {
                 name: "f".into(),
                 pages: 16,
+                shmem: false,
             }],
         ),
     );

@@ -372,6 +372,7 @@ fn demotion_falls_back_to_reclaim_when_the_target_is_full() {
             vec![FileSpec {
                 name: "f".into(),
                 pages: 3000,
+                shmem: false,
             }],
         ),
     );

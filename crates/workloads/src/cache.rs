@@ -476,6 +476,7 @@ pub fn build(
         files: vec![FileSpec {
             name: "dataset".to_string(),
             pages: file_pages,
+            shmem: false,
         }],
         threads,
         info,

@@ -464,6 +464,44 @@ fn residency_is_the_same_from_numa_maps_move_pages_and_pagemap() {
 }
 
 #[test]
+fn a_shmem_region_is_mapped_from_a_memfd_natively() {
+    let dir = TempDir::new("shmem");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let src = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+kind = "shmem"
+pages = 64
+[[workload.phases]]
+kind = "touch"
+region = "buf"
+write = true
+[[workload.phases]]
+kind = "munmap"
+region = "buf"
+[[workload.phases]]
+kind = "mmap"
+region = "buf"
+[[workload.phases]]
+kind = "touch"
+region = "buf"
+"#;
+    let c = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap();
+    assert!(c.contains(".shmem = 1"), "the region table marks it");
+    let exe = compile(&dir.0, "shmem", &c);
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    let (phases, samples) = split(&lines);
+    assert_eq!(phases.len(), 4);
+    // Mapped again from the same fd after the munmap, and read: all 64 pages resident.
+    assert_eq!(resident(samples.last().unwrap(), "buf"), 64);
+}
+
+#[test]
 fn failures_print_an_error_and_exit_1() {
     let dir = TempDir::new("errors");
     if toolchain(&dir.0).is_none() {

@@ -184,7 +184,8 @@ scenario_test!(
     }
 );
 
-// With zram, every MADV_PAGEOUT swaps the whole buffer out and every pass reads it back in.
+// With zram, every MADV_PAGEOUT swaps the whole (shmem) buffer out and every pass reads it
+// back in, most of it ahead of the faults (cluster readahead).
 scenario_test!(
     swap_bench_swaps_the_buffer_out_and_in_through_zram,
     "swap_bench.toml",
@@ -197,14 +198,21 @@ scenario_test!(
             19 * 256,
             "the first pass finds the pages resident"
         );
-        assert_eq!(r.vmstat.get("pgmajfault"), 19 * 256);
+        let (majflt, hits) = (r.vmstat.get("pgmajfault"), r.vmstat.get("swap_ra_hit"));
+        assert_eq!(
+            majflt + hits,
+            19 * 256,
+            "each page read by a fault or ahead of one"
+        );
+        assert_eq!(r.vmstat.get("swap_ra"), hits);
+        assert!(majflt < 19 * 256 / 4, "{majflt} major faults");
         assert_eq!(r.swap[0].used_kib, 1024, "the buffer ends swapped out");
     }
 );
 
-// Without a swap device MADV_PAGEOUT cannot reclaim anon pages and says so.
+// Without a swap device MADV_PAGEOUT cannot reclaim the dirty shmem pages and says so.
 scenario_test!(
-    swap_bench_keeps_anon_resident_without_swap,
+    swap_bench_keeps_the_buffer_resident_without_swap,
     "swap_bench.toml",
     ["workload.loop.0.times=20", "machine.swap=[]"],
     |r| {

@@ -294,7 +294,7 @@ impl Kernel {
     }
 
     fn folio_type(&self, pfn: u32) -> usize {
-        if self.frames.get(pfn).has(pg::ANON) {
+        if self.frames.get(pfn).has(pg::SWAPBACKED) {
             LRU_GEN_ANON
         } else {
             LRU_GEN_FILE
@@ -498,7 +498,12 @@ impl Kernel {
             }
             // should_skip_mm: fewer than MIN_LRU_BATCH pages of the scannable types.
             let sp = &self.mms[mm];
-            let size = sp.rss_file + if can_swap { sp.rss_anon } else { 0 };
+            let size = sp.rss_file
+                + if can_swap {
+                    sp.rss_anon + sp.rss_shmem
+                } else {
+                    0
+                };
             if size < MIN_LRU_BATCH {
                 continue;
             }
@@ -585,7 +590,7 @@ impl Kernel {
                     let pfn = pte::pfn(p);
                     // get_pfn_folio: this node's folios, anon only when it can be reclaimed
                     let f = self.frames.get(pfn);
-                    if f.node as usize != n || (f.has(pg::ANON) && !can_swap) {
+                    if f.node as usize != n || (f.has(pg::SWAPBACKED) && !can_swap) {
                         continue;
                     }
                     *slot &= !pte::YOUNG;
@@ -1209,7 +1214,7 @@ impl Kernel {
     /// folio of an older generation is activated. Returns the PTEs examined.
     pub(crate) fn lru_gen_look_around(&mut self, mm: usize, vpn: u32, pfn: u32) -> u64 {
         let n = self.frames.get(pfn).node as usize;
-        let can_swap = self.frames.get(pfn).has(pg::ANON);
+        let can_swap = self.frames.get(pfn).has(pg::SWAPBACKED);
         let Some(vma) = self.mms[mm].find_vma((vpn as u64) << PAGE_SHIFT) else {
             return 0;
         };
@@ -1246,7 +1251,7 @@ impl Kernel {
                     continue;
                 }
                 let f = self.frames.get(pte::pfn(p));
-                if f.node as usize != n || (f.has(pg::ANON) && !can_swap) {
+                if f.node as usize != n || (f.has(pg::SWAPBACKED) && !can_swap) {
                     continue;
                 }
                 *slot &= !pte::YOUNG;

@@ -11,7 +11,7 @@ use crate::workload::prot;
 
 impl Kernel {
     /// What an order-0 allocation failure reports: memory is full, and so is swap, by what.
-    fn oom_message(&self) -> String {
+    pub(crate) fn oom_message(&self) -> String {
         let mut s = "out of memory: no node can satisfy an order-0 allocation".to_string();
         let total = self.swap.total_pages();
         if total == 0 {
@@ -21,8 +21,9 @@ impl Kernel {
             let used = total - self.swap.nr_swap_pages();
             let full = if used == total { "swap full" } else { "swap" };
             let pool: usize = self.swap.devices.iter().map(|d| d.pool.len()).sum();
-            // Who holds the slots: swap PTEs per process (MM_SWAPENTS), counted now.
-            let by_process: Vec<String> = self
+            // Who holds the slots: swap PTEs per process (MM_SWAPENTS) and swapped shmem
+            // pages per file, counted now.
+            let mut by_process: Vec<String> = self
                 .mms
                 .iter()
                 .enumerate()
@@ -31,6 +32,9 @@ impl Kernel {
                     format!("process {i} {swapped}")
                 })
                 .collect();
+            for f in self.files.iter().filter(|f| !f.swapped.is_empty()) {
+                by_process.push(format!("shmem '{}' {}", f.name, f.swapped.len()));
+            }
             s += &format!(
                 "; {full}: {used} of {total} slots in use ({}), zram's pool holds {pool} \
                  frames, anon still resident: {rss} pages",
@@ -165,7 +169,9 @@ impl Kernel {
             }
         };
         {
+            // folio_add_anon_rmap (a folio cluster readahead brought in had no owner yet)
             let page = self.frames.get_mut(pfn);
+            page.flags |= pg::ANON;
             page.mapcount += 1;
             page.owner = mm as u32;
             page.index = vpn;
@@ -289,15 +295,15 @@ impl Kernel {
         let node = m.cpus[c].node as usize;
         let pfn = self.alloc_page(m, c, node)?;
         let p = self.frames.get_mut(pfn);
-        p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON;
+        p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON | pg::SWAPBACKED;
         p.owner = mm as u32;
         p.index = vpn;
         p.mapcount = 0;
         Some(pfn)
     }
 
-    /// do_read_fault / do_shared_fault through filemap_fault: find or read the page-cache
-    /// page and map it (writable only on a write fault, so the first write is tracked).
+    /// do_read_fault / do_shared_fault through filemap_fault (shmem_fault for shmem): find or
+    /// read the page-cache page and map it.
     fn do_file_fault(
         &mut self,
         m: &mut Machine,
@@ -315,7 +321,9 @@ impl Kernel {
                 self.files[f].name
             ));
         }
+        let shmem = self.files[f].shmem;
         let pfn = match self.files[f].lookup(index) {
+            _ if shmem => self.shmem_get_folio(m, c, f, index as u32)?,
             Some(pfn) => {
                 m.charge_sys(c, m.cost.file_minor_fault_cycles as u64);
                 pfn
@@ -342,15 +350,24 @@ impl Kernel {
             }
         };
         let mut flags = pte::PRESENT | pte::YOUNG;
+        // A file's first write faults again (page_mkwrite tracks it); shmem needs no
+        // writenotify, so its shared writable VMA maps writable at once.
+        if store || (shmem && vma.writable()) {
+            flags |= pte::WRITE;
+        }
         if store {
-            flags |= pte::WRITE | pte::DIRTY;
+            flags |= pte::DIRTY;
             self.frames.get_mut(pfn).flags |= pg::DIRTY;
         }
         if vma.exec() {
             self.frames.get_mut(pfn).flags |= pg::EXEC;
         }
         self.frames.get_mut(pfn).mapcount += 1;
-        self.mms[mm].rss_file += 1;
+        if shmem {
+            self.mms[mm].rss_shmem += 1;
+        } else {
+            self.mms[mm].rss_file += 1;
+        }
         self.mms[mm].pgtable.set(vpn, pte::mk(pfn, flags));
         Ok(())
     }

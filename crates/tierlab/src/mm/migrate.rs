@@ -4,7 +4,7 @@
 
 use crate::kernel::Kernel;
 use crate::machine::Machine;
-use crate::mm::page::pg;
+use crate::mm::page::{pg, NIL};
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::sim::SimError;
 use crate::stats::Vm;
@@ -169,8 +169,13 @@ impl Kernel {
         m.charge_sys(c, copy + m.cost.migrate_page_cycles as u64);
 
         let s = *self.frames.get(src);
-        const KEPT: u16 =
-            pg::ANON | pg::ACTIVE | pg::REFERENCED | pg::DIRTY | pg::WORKINGSET | pg::EXEC;
+        const KEPT: u16 = pg::ANON
+            | pg::SWAPBACKED
+            | pg::ACTIVE
+            | pg::REFERENCED
+            | pg::DIRTY
+            | pg::WORKINGSET
+            | pg::EXEC;
         {
             let d = self.frames.get_mut(dst);
             d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);
@@ -188,7 +193,7 @@ impl Kernel {
         // lru_gen_del_folio when it left an active generation) and PG_workingset pick its
         // generation on the new node.
         self.folio_migrate_refs(dst, src);
-        if !s.has(pg::ANON) {
+        if !s.has(pg::ANON) && s.owner != NIL {
             self.files[s.owner as usize].pages[s.index as usize] = dst;
         }
         // folio_migrate_mapping: a swap-cache folio's slot now names the new folio.

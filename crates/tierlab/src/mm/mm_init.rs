@@ -116,7 +116,7 @@ impl Kernel {
             mms: (0..nproc).map(Mm::new).collect(),
             files: files
                 .iter()
-                .map(|f| PageCacheFile::new(&f.name, f.pages))
+                .map(|f| PageCacheFile::new(&f.name, f.pages, f.shmem))
                 .collect(),
             vm: VmCounters::default(),
             tiers: MemoryTiers::new(&cfg),

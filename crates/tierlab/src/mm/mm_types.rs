@@ -87,6 +87,8 @@ pub struct Mm {
     pub next_trim: u64,
     pub rss_anon: u64,
     pub rss_file: u64,
+    /// MM_SHMEMPAGES: mapped shmem pages.
+    pub rss_shmem: u64,
     /// Live threads using this mm. Nothing tears the mm down at zero yet: exit_mmap is not
     /// modelled, so an exited process keeps its memory.
     pub nr_threads: u32,
@@ -115,6 +117,7 @@ impl Mm {
             next_trim: 0,
             rss_anon: 0,
             rss_file: 0,
+            rss_shmem: 0,
             nr_threads: 0,
             numa: Default::default(),
             swap_ra: SwapRa::default(),

@@ -150,7 +150,11 @@ impl Kernel {
                 if old & pte::DIRTY != 0 {
                     page.flags |= pg::DIRTY;
                 }
-                self.mms[mm].rss_file -= 1;
+                if page.has(pg::SWAPBACKED) {
+                    self.mms[mm].rss_shmem -= 1;
+                } else {
+                    self.mms[mm].rss_file -= 1;
+                }
             }
         }
         (to_free, was_mapped)

@@ -54,7 +54,7 @@ impl Kernel {
     pub fn task_scan_min_ms(&self, mm: usize) -> u64 {
         let k = &self.cfg.kernel;
         let nr_scan_pages = k.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT);
-        let rss = self.mms[mm].rss_anon + self.mms[mm].rss_file;
+        let rss = self.mms[mm].rss_anon + self.mms[mm].rss_file + self.mms[mm].rss_shmem;
         let windows = rss.div_ceil(nr_scan_pages).max(1);
         let floor = 1000 / (MAX_SCAN_WINDOW / k.numa_balancing_scan_size_mb).max(1);
         floor.max(k.numa_balancing_scan_period_min_ms / windows)
@@ -132,7 +132,7 @@ impl Kernel {
                 continue;
             }
             let page = self.frames.get_mut(pfn);
-            if !page.has(pg::ANON) && page.has(pg::DIRTY) {
+            if !page.has(pg::SWAPBACKED) && page.has(pg::DIRTY) {
                 continue;
             }
             if tiering && !toptier {
@@ -172,7 +172,7 @@ impl Kernel {
         let mut failed = false;
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
         if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {
-            let anon = self.frames.get(pfn).has(pg::ANON);
+            let anon = self.frames.get(pfn).has(pg::SWAPBACKED);
             if self.migrate_misplaced_folio_prepare(m, pfn, this)
                 && self.migrate_misplaced_folio(m, c, pfn, nid, this)
             {
@@ -195,12 +195,13 @@ impl Kernel {
             }
         }
         // out_map: make the PTE accessible again; an exclusive anon folio in a writable VMA
-        // gets its write permission back (can_change_pte_writable).
+        // gets its write permission back (can_change_pte_writable), and so does shmem, whose
+        // shared writable VMAs map writable (no writenotify: vm_page_prot has the write bit).
+        let page = *self.frames.get(pfn);
         let writable = self.mms[mm]
             .find_vma((vpn as u64) << PAGE_SHIFT)
             .is_some_and(|v| v.writable())
-            && self.frames.get(pfn).has(pg::ANON)
-            && self.frames.get(pfn).mapcount == 1;
+            && ((page.has(pg::ANON) && page.mapcount == 1) || page.is_shmem());
         let slot = self.mms[mm].pgtable.entry(vpn);
         if *slot & pte::PROTNONE != 0 {
             *slot = (*slot & !pte::PROTNONE) | pte::PRESENT | pte::YOUNG;
@@ -318,7 +319,8 @@ impl Kernel {
         target: usize,
     ) -> bool {
         let page = *self.frames.get(pfn);
-        if !page.has(pg::ANON) && (page.has(pg::DIRTY) || (page.has(pg::EXEC) && page.mapcount > 1))
+        if !page.has(pg::SWAPBACKED)
+            && (page.has(pg::DIRTY) || (page.has(pg::EXEC) && page.mapcount > 1))
         {
             return false;
         }

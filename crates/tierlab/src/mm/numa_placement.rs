@@ -52,7 +52,7 @@ impl Kernel {
     pub fn task_scan_max_ms(&self, mm: usize) -> u64 {
         let k = &self.cfg.kernel;
         let nr_scan_pages = k.numa_balancing_scan_size_mb << (20 - PAGE_SHIFT);
-        let rss = self.mms[mm].rss_anon + self.mms[mm].rss_file;
+        let rss = self.mms[mm].rss_anon + self.mms[mm].rss_file + self.mms[mm].rss_shmem;
         let windows = rss.div_ceil(nr_scan_pages).max(1);
         self.task_scan_min_ms(mm)
             .max(k.numa_balancing_scan_period_max_ms / windows)

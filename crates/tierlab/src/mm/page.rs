@@ -36,6 +36,9 @@ pub mod pg {
     /// PG_reserved: held by the kernel since boot (machine.nodes[].reserved_mib), never on an
     /// LRU, never mapped by a user.
     pub const RESERVED: u16 = 1 << 12;
+    /// PG_swapbacked: backed by swap, not a file (anon, shmem, and swap-cache folios no one
+    /// maps yet); such folios live on the anon LRU (folio_is_file_lru is its negation).
+    pub const SWAPBACKED: u16 = 1 << 13;
 }
 
 /// One simulated frame. Budget: 32 bytes (checked by a test).
@@ -87,6 +90,12 @@ impl Page {
     #[inline]
     pub fn has(&self, flag: u16) -> bool {
         self.flags & flag != 0
+    }
+
+    /// A shmem page-cache folio (swap-backed, not anon, owned by a file).
+    #[inline]
+    pub fn is_shmem(&self) -> bool {
+        self.flags & (pg::SWAPBACKED | pg::ANON) == pg::SWAPBACKED && self.owner != NIL
     }
 }
 

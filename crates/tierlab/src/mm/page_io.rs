@@ -79,18 +79,23 @@ impl Kernel {
             self.swap_writepage(m, c);
             return AnonReclaim::Free;
         }
-        // swap_writepage_bdev_async: the write completes after the device's service time.
-        let d = &self.swap.devices[entry.0];
+        self.swap_writepage_async(m, c, entry.0, pfn);
+        AnonReclaim::Keep
+    }
+
+    /// swap_writepage_bdev_async: the write to area `ty` completes after the device's
+    /// service time; until then the folio is under writeback.
+    pub(crate) fn swap_writepage_async(&mut self, m: &mut Machine, c: usize, ty: usize, pfn: u32) {
+        let d = &self.swap.devices[ty];
         let ns = d.write_latency_ns + PAGE_SIZE as f64 / d.bandwidth_gbps;
         let done = m.cpus[c].clock + m.ns_to_cycles(ns);
         m.charge_sys(c, m.cost.swap_slot_cycles as u64);
         self.swap.writeback.insert(pfn, done);
         self.vm.inc(Vm::Pswpout);
-        AnonReclaim::Keep
     }
 
     /// swap_writepage → zram_write_page: compress the page into zram, synchronously.
-    fn swap_writepage(&mut self, m: &mut Machine, c: usize) {
+    pub(crate) fn swap_writepage(&mut self, m: &mut Machine, c: usize) {
         let cycles = m.ns_to_cycles(m.cost.zram_compress_ns);
         m.charge_sys(c, cycles);
         self.vm.inc(Vm::Pswpout);
@@ -138,7 +143,7 @@ impl Kernel {
     /// zs_malloc for one more stored page (inuse_pages() counts it once the slot is taken): a
     /// frame from the reclaiming CPU's node, no reclaim; reclaim runs with PF_MEMALLOC, so
     /// the allocation may take the reserves below min (__gfp_pfmemalloc_flags).
-    fn zram_pool_grow(&mut self, m: &mut Machine, c: usize, ty: usize) -> bool {
+    pub(crate) fn zram_pool_grow(&mut self, m: &mut Machine, c: usize, ty: usize) -> bool {
         let stored = self.swap.devices[ty].inuse_pages();
         while self.swap.devices[ty].pool.len() < self.swap.pool_frames_needed(ty, stored) {
             let node = m.cpus[c].node as usize;

@@ -5,7 +5,7 @@
 use crate::arch::ArchTlbBatch;
 use crate::kernel::Kernel;
 use crate::machine::Machine;
-use crate::mm::page::pg;
+use crate::mm::page::{pg, NIL};
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::workload::Backing;
 
@@ -38,6 +38,10 @@ impl Kernel {
             return out;
         }
         let file = page.owner;
+        if file == NIL {
+            // A swap-cache folio no page table or page cache names yet (swap readahead).
+            return out;
+        }
         let index = page.index as u64;
         for &mm in &self.files[file as usize].mappers {
             for vma in &self.mms[mm as usize].vmas {
@@ -114,6 +118,8 @@ impl Kernel {
             let space = &mut self.mms[mm as usize];
             if page.has(pg::ANON) {
                 space.rss_anon -= 1;
+            } else if page.has(pg::SWAPBACKED) {
+                space.rss_shmem -= 1;
             } else {
                 space.rss_file -= 1;
             }

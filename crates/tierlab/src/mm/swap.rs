@@ -24,7 +24,7 @@ impl Kernel {
     pub fn lru_add_folio(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         debug_assert!(!p.has(pg::LRU));
-        let anon = p.has(pg::ANON);
+        let anon = p.has(pg::SWAPBACKED);
         let active = p.has(pg::ACTIVE);
         p.flags |= pg::LRU;
         let n = p.node as usize;
@@ -48,7 +48,7 @@ impl Kernel {
     pub fn lru_del_and_uncharge(&mut self, pfn: u32) {
         let p = *self.frames.get(pfn);
         let n = p.node as usize;
-        let anon = p.has(pg::ANON);
+        let anon = p.has(pg::SWAPBACKED);
         if p.has(pg::LRU) && self.lru_gen_on(n) {
             // lruvec_del_folio → lru_gen_del_folio
             self.lru_gen_del_folio(pfn, false);
@@ -81,7 +81,7 @@ impl Kernel {
             return;
         }
         debug_assert!(p.has(pg::LRU) && !p.has(pg::ACTIVE));
-        let lru = lru_index(p.has(pg::ANON), false);
+        let lru = lru_index(p.has(pg::SWAPBACKED), false);
         let node = &mut self.nodes[p.node as usize];
         self.frames.list_del(&mut node.lru[lru], pfn);
         let f = self.frames.get_mut(pfn);
@@ -101,7 +101,7 @@ impl Kernel {
             self.frames.get_mut(pfn).flags &= !pg::REFERENCED;
             return false;
         }
-        let anon = p.has(pg::ANON);
+        let anon = p.has(pg::SWAPBACKED);
         let node = &mut self.nodes[p.node as usize];
         self.frames
             .list_del(&mut node.lru[lru_index(anon, true)], pfn);

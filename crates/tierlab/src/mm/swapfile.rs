@@ -42,8 +42,12 @@ pub struct SwapInfo {
     pub prio: i32,
     /// swap_map: the PTEs that hold each slot's entry; 0 = free. Slot 0 is the swap header.
     pub swap_map: Vec<u8>,
-    /// Free slots, the lowest on top.
-    free: Vec<u32>,
+    /// Free slots.
+    free: BTreeSet<u32>,
+    /// Where the next allocation starts looking (the per-CPU cluster's `next` offset, one
+    /// cursor here): slots go out in ascending order, so pages swapped out together sit in
+    /// neighbouring slots, which is what cluster readahead counts on.
+    cluster_next: u32,
     /// zram's compression ratio: the RAM its stored pages take is inuse / ratio.
     pub compression_ratio: f64,
     /// The frames zram's zsmalloc pool holds for the compressed pages.
@@ -68,20 +72,13 @@ impl SwapInfo {
         SwapInfo {
             prio,
             swap_map: vec![0; pages as usize],
-            free: (1..pages).rev().collect(),
+            free: (1..pages).collect(),
+            cluster_next: 1,
             compression_ratio: d.compression_ratio,
             pool: Vec::new(),
             sync_io,
-            has_cache: if sync_io {
-                Vec::new()
-            } else {
-                vec![false; pages as usize]
-            },
-            cache: if sync_io {
-                Vec::new()
-            } else {
-                vec![NIL; pages as usize]
-            },
+            has_cache: vec![false; pages as usize],
+            cache: vec![NIL; pages as usize],
             read_latency_ns: d.read_latency_us * 1e3,
             write_latency_ns: d.write_latency_us * 1e3,
             bandwidth_gbps: d.bandwidth_gbps,
@@ -91,8 +88,8 @@ impl SwapInfo {
     /// The slot is free once no PTE and no swap-cache folio holds it.
     fn maybe_free(&mut self, offset: u32) -> bool {
         let o = offset as usize;
-        if self.swap_map[o] == 0 && !self.has_cache.get(o).copied().unwrap_or(false) {
-            self.free.push(offset);
+        if self.swap_map[o] == 0 && !self.has_cache[o] {
+            self.free.insert(offset);
             return true;
         }
         false
@@ -122,6 +119,8 @@ pub struct SwapAreas {
     pub writeback: BTreeMap<u32, u64>,
     /// Folios read ahead and not yet faulted on (PG_readahead).
     pub readahead: BTreeSet<u32>,
+    /// Cluster readahead's window state (shmem swap-in).
+    pub cluster_ra: crate::mm::shmem::ClusterRa,
 }
 
 impl SwapAreas {
@@ -175,7 +174,13 @@ impl SwapAreas {
         let ty = equal[self.next_equal % equal.len()];
         self.next_equal = self.next_equal.wrapping_add(1);
         let d = &mut self.devices[ty];
-        let offset = d.free.pop()?;
+        // alloc_swap_scan_cluster: the first free slot from the cursor on, wrapping around.
+        let offset = match d.free.range(d.cluster_next..).next() {
+            Some(&o) => o,
+            None => *d.free.first()?,
+        };
+        d.free.remove(&offset);
+        d.cluster_next = offset + 1;
         Some((ty, offset))
     }
 

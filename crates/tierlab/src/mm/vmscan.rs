@@ -15,7 +15,7 @@ use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::mmzone::{
     lru_index, LRU_ACTIVE_ANON, LRU_ACTIVE_FILE, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE,
 };
-use crate::mm::page::pg;
+use crate::mm::page::{pg, NIL};
 use crate::mm::page_io::AnonReclaim;
 use crate::stats::Vm;
 
@@ -384,7 +384,7 @@ impl Kernel {
             return true;
         }
         let node = &mut self.nodes[p.node as usize];
-        let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
+        let lru = lru_index(p.has(pg::SWAPBACKED), p.has(pg::ACTIVE));
         self.frames.list_del(&mut node.lru[lru], pfn);
         node.nr_isolated += 1;
         let f = self.frames.get_mut(pfn);
@@ -404,7 +404,7 @@ impl Kernel {
             return;
         }
         let p = self.frames.get(pfn);
-        let lru = lru_index(p.has(pg::ANON), p.has(pg::ACTIVE));
+        let lru = lru_index(p.has(pg::SWAPBACKED), p.has(pg::ACTIVE));
         let node = &mut self.nodes[p.node as usize];
         node.nr_isolated -= 1;
         self.frames.list_add(&mut node.lru[lru], pfn);
@@ -417,7 +417,7 @@ impl Kernel {
         m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
         for pfn in list {
             let (referenced, exec) = self.folio_referenced(pfn);
-            let file = !self.frames.get(pfn).has(pg::ANON);
+            let file = !self.frames.get(pfn).has(pg::SWAPBACKED);
             if referenced > 0 && exec && file {
                 self.putback_folio(pfn);
                 continue;
@@ -467,7 +467,7 @@ impl Kernel {
         let p = self.frames.get_mut(pfn);
         let referenced_folio = p.has(pg::REFERENCED);
         p.flags &= !pg::REFERENCED;
-        let file = !p.has(pg::ANON);
+        let file = !p.has(pg::SWAPBACKED);
         if referenced_ptes > 0 {
             p.flags |= pg::REFERENCED;
             if referenced_folio || referenced_ptes > 1 || (exec && file) {
@@ -526,7 +526,8 @@ impl Kernel {
                 } else {
                     self.folio_check_references(pfn)
                 };
-                let anon = self.frames.get(pfn).has(pg::ANON);
+                let page = *self.frames.get(pfn);
+                let swap_backed = page.has(pg::SWAPBACKED);
                 match verdict {
                     FolioRef::Activate => {
                         self.frames.get_mut(pfn).flags |= pg::ACTIVE;
@@ -540,8 +541,15 @@ impl Kernel {
                             demote.push(pfn);
                             continue;
                         }
-                        if anon {
-                            match self.reclaim_anon(m, c, pfn) {
+                        if swap_backed {
+                            let outcome = if page.is_shmem() {
+                                self.reclaim_shmem(m, c, pfn)
+                            } else {
+                                // anon, or a swap-cache folio no one maps (readahead, or
+                                // shmem written out)
+                                self.reclaim_anon(m, c, pfn)
+                            };
+                            match outcome {
                                 AnonReclaim::Free => to_free.push(pfn),
                                 AnonReclaim::Keep => keep.push(pfn),
                                 AnonReclaim::NoSwap => {
@@ -589,14 +597,15 @@ impl Kernel {
         let freed = to_free.len() as u64;
         let swapped = to_free
             .iter()
-            .filter(|&&p| self.frames.get(p).has(pg::ANON))
+            .filter(|&&p| self.frames.get(p).has(pg::SWAPBACKED))
             .count() as u64;
         for pfn in to_free {
             if self.lru_gen_on(n) {
                 // __remove_mapping → workingset_eviction → lru_gen_eviction
                 self.lru_gen_eviction(pfn);
             }
-            if !self.frames.get(pfn).has(pg::ANON) {
+            let page = self.frames.get(pfn);
+            if !page.has(pg::ANON) && page.owner != NIL {
                 self.remove_mapping(pfn);
             }
             self.lru_del_and_uncharge(pfn);
@@ -629,7 +638,7 @@ impl Kernel {
         };
         let anon: Vec<bool> = folios
             .iter()
-            .map(|&p| self.frames.get(p).has(pg::ANON))
+            .map(|&p| self.frames.get(p).has(pg::SWAPBACKED))
             .collect();
         let first_pfns = folios.clone();
         let allowed = self.tiers.lower_tier_mask[n].clone();
@@ -673,7 +682,7 @@ impl Kernel {
     fn remove_mapping(&mut self, pfn: u32) {
         let p = *self.frames.get(pfn);
         let f = &mut self.files[p.owner as usize];
-        f.pages[p.index as usize] = crate::mm::page::NIL;
+        f.pages[p.index as usize] = NIL;
         f.nr_cached -= 1;
     }
 }

@@ -12,6 +12,8 @@ pub(super) struct Region {
     pub pages: u64,
     pub prot: u8,
     pub backing: Backing,
+    /// A shmem object (`kind = "shmem"`) rather than a file on disk.
+    pub shmem: bool,
     /// Node the region is moved to after each `touch` of it (approximated mbind).
     pub node: Option<u32>,
 }

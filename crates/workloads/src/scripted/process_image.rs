@@ -70,6 +70,7 @@ impl ProcessImage {
             file: FileSpec {
                 name: "program".into(),
                 pages: PROGRAM_PAGES,
+                shmem: false,
             },
             file_id,
             workers,

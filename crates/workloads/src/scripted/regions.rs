@@ -64,10 +64,11 @@ pub(super) fn lay_out(
         };
         let backing = match r.kind.as_deref().unwrap_or("anon") {
             "anon" => Backing::Anon,
-            "file" => {
+            kind @ ("file" | "shmem") => {
                 files.push(FileSpec {
                     name: r.name.clone(),
                     pages,
+                    shmem: kind == "shmem",
                 });
                 Backing::File {
                     file: files.len() as u32 - 1,
@@ -77,7 +78,7 @@ pub(super) fn lay_out(
             other => {
                 return Err(e.at(
                     key("kind"),
-                    format!("unknown region kind {other:?} (expected anon or file)"),
+                    format!("unknown region kind {other:?} (expected anon, file or shmem)"),
                 ))
             }
         };
@@ -104,6 +105,7 @@ pub(super) fn lay_out(
             pages,
             prot,
             backing,
+            shmem: r.kind.as_deref() == Some("shmem"),
             node: r.node,
         });
     }
@@ -160,10 +162,10 @@ pub(super) fn describe(r: &Region) -> String {
         "{} {} KiB {} at {:#x}{}",
         r.name,
         r.pages * 4,
-        if matches!(r.backing, Backing::Anon) {
-            "anon"
-        } else {
-            "file"
+        match r.backing {
+            Backing::Anon => "anon",
+            _ if r.shmem => "shmem",
+            _ => "file",
         },
         r.start,
         r.node

@@ -138,6 +138,7 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
         files: vec![FileSpec {
             name: "XSBench".into(),
             pages: TEXT_PAGES,
+            shmem: false,
         }],
         threads,
         info,

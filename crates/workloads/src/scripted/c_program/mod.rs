@@ -15,7 +15,8 @@
 //! - it maps every region at the simulator's address (`MAP_FIXED_NOREPLACE`; `MAP_FIXED` if the
 //!   kernel refuses the flag; a kernel that takes it as a hint and maps elsewhere is an EEXIST)
 //!   with the region's prot. A file region is a file of the region's size created (sparse) in
-//!   `$TIERLAB_FILE_DIR` (default `/tmp`), unlinked at once and mapped `MAP_SHARED`;
+//!   `$TIERLAB_FILE_DIR` (default `/tmp`), unlinked at once and mapped `MAP_SHARED`; a shmem
+//!   region is a memfd of its size (`memfd_create`), mapped `MAP_SHARED`;
 //! - one pthread per workload thread, pinned with `sched_setaffinity` when the placement pins
 //!   it (spread threads are left to the scheduler); the threads run the steps (loop groups
 //!   included) `loops` times, each phase instance followed by a `pthread_barrier_wait`, as the
@@ -200,12 +201,14 @@ fn regions(out: &mut String, r: &Resolved) {
         .iter()
         .map(|g| {
             format!(
-                "\t{{.name = {}, .start = {:#x}ULL, .pages = {}ULL, .prot = {}, .file = {}}},",
+                "\t{{.name = {}, .start = {:#x}ULL, .pages = {}ULL, .prot = {}, .file = {}, \
+                 .shmem = {}}},",
                 json_c_str(&g.name),
                 g.start,
                 g.pages,
                 g.prot,
-                file_index(g.backing)
+                file_index(g.backing),
+                g.shmem as u8
             )
         })
         .collect();

@@ -58,6 +58,7 @@ struct region {
 	uint64_t start, pages;
 	int prot;         /* PROT_* bits (tierlab's prot bits have the same values) */
 	int file;         /* index into the files (fds), -1 for anonymous memory */
+	int shmem;        /* the file is a memfd (shmem), not a file in TIERLAB_FILE_DIR */
 };
 
 /* A watched sub-range of a region, reported like a region. */
@@ -473,6 +474,18 @@ static void open_files(void)
 		const struct region *r = &REGIONS[i];
 		if (r->file < 0)
 			continue;
+		if (r->shmem) {
+			/* shmem, as MAP_SHARED | MAP_ANONYMOUS maps it, but surviving a munmap as the
+			 * simulator's file does. */
+			int fd = (int)syscall(SYS_memfd_create, "tierlab", 1U /* MFD_CLOEXEC */);
+			if (fd < 0)
+				die("memfd_create: %s", strerror(errno));
+			if (ftruncate(fd, (off_t)(r->pages * PAGE)) != 0)
+				die("ftruncate(memfd, %llu): %s", (unsigned long long)(r->pages * PAGE),
+				    strerror(errno));
+			fds[r->file] = fd;
+			continue;
+		}
 		char path[4096];
 		snprintf(path, sizeof path, "%s/tierlab-%d-%d.dat", dir, (int)getpid(), r->file);
 		int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
