@@ -4,7 +4,7 @@
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE};
+use crate::mm::pgtable::{pte, PAGE_SHIFT};
 use crate::sim::AccessKind;
 use crate::stats::Vm;
 use crate::workload::prot;
@@ -233,7 +233,7 @@ impl Kernel {
             .min(pmd_start + 512);
         let mut faulting = None;
         let mut read = Vec::new();
-        let mut ns = 0.0f64;
+        let mut per_area = vec![0u64; self.swap.devices.len()];
         for v in start..end {
             let p = self.mms[mm].pgtable.get(v);
             if !pte::is_swap(p) {
@@ -250,8 +250,7 @@ impl Kernel {
                 continue;
             };
             self.swap.add_to_swap_cache(pfn, ty, offset);
-            let d = &self.swap.devices[ty];
-            ns = ns.max(d.read_latency_ns) + PAGE_SIZE as f64 / d.bandwidth_gbps;
+            per_area[ty] += 1;
             read.push(pfn);
             if v == vpn {
                 faulting = Some(pfn);
@@ -266,8 +265,14 @@ impl Kernel {
             self.lru_add(pfn);
         }
         let n = read.len() as u64;
-        let cycles = m.ns_to_cycles(ns) + m.cost.swap_slot_cycles as u64 * n;
-        m.charge_sys(c, cycles);
+        m.charge_sys(c, m.cost.swap_slot_cycles as u64 * n);
+        // One request per area (the plug merges the window); the fault sleeps until the
+        // last completes.
+        let mut done = 0;
+        for (ty, &pages) in per_area.iter().enumerate().filter(|(_, &p)| p > 0) {
+            done = done.max(self.swap_bdev_submit(m, c, ty, pages, false));
+        }
+        m.cpus[c].idle_until(done);
         self.vm.add(Vm::Pswpin, n);
         faulting.ok_or_else(|| "internal error: swap readahead missed the faulting page".into())
     }

@@ -83,15 +83,36 @@ impl Kernel {
         AnonReclaim::Keep
     }
 
-    /// swap_writepage_bdev_async: the write to area `ty` completes after the device's
-    /// service time; until then the folio is under writeback.
+    /// swap_writepage_bdev_async: the write to area `ty` joins the device's queue; until it
+    /// completes the folio is under writeback.
     pub(crate) fn swap_writepage_async(&mut self, m: &mut Machine, c: usize, ty: usize, pfn: u32) {
-        let d = &self.swap.devices[ty];
-        let ns = d.write_latency_ns + PAGE_SIZE as f64 / d.bandwidth_gbps;
-        let done = m.cpus[c].clock + m.ns_to_cycles(ns);
+        let done = self.swap_bdev_submit(m, c, ty, 1, true);
         m.charge_sys(c, m.cost.swap_slot_cycles as u64);
         self.swap.writeback.insert(pfn, done);
         self.vm.inc(Vm::Pswpout);
+    }
+
+    /// A request of `pages` pages to block device `ty`, submitted by CPU `c` now: the device
+    /// serves its queue in order, one transfer at a time at its bandwidth, and each request
+    /// completes its service latency after its transfer. Returns the completion cycle.
+    pub(crate) fn swap_bdev_submit(
+        &mut self,
+        m: &Machine,
+        c: usize,
+        ty: usize,
+        pages: u64,
+        write: bool,
+    ) -> u64 {
+        let d = &mut self.swap.devices[ty];
+        let transfer = m.ns_to_cycles(pages as f64 * PAGE_SIZE as f64 / d.bandwidth_gbps);
+        let start = m.cpus[c].clock.max(d.busy_until);
+        d.busy_until = start + transfer;
+        let latency = if write {
+            d.write_latency_ns
+        } else {
+            d.read_latency_ns
+        };
+        d.busy_until + m.ns_to_cycles(latency)
     }
 
     /// swap_writepage → zram_write_page: compress the page into zram, synchronously.

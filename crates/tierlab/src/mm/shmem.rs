@@ -10,7 +10,6 @@ use crate::machine::Machine;
 use crate::mm::memory::swapin_nr_pages;
 use crate::mm::page::{pg, NIL};
 use crate::mm::page_io::AnonReclaim;
-use crate::mm::pgtable::PAGE_SIZE;
 use crate::stats::Vm;
 
 /// swapin_nr_pages's globals for cluster readahead (prev_offset, last_readahead_pages,
@@ -162,13 +161,15 @@ impl Kernel {
             self.lru_add(pfn);
         }
         let n = read.len() as u64;
-        let d = &self.swap.devices[ty];
-        let io = if d.sync_io {
-            m.ns_to_cycles(m.cost.zram_decompress_ns * n as f64)
+        m.charge_sys(c, m.cost.swap_slot_cycles as u64 * n);
+        if self.swap.devices[ty].sync_io {
+            m.charge_sys(c, m.ns_to_cycles(m.cost.zram_decompress_ns * n as f64));
         } else {
-            m.ns_to_cycles(d.read_latency_ns + n as f64 * PAGE_SIZE as f64 / d.bandwidth_gbps)
-        };
-        m.charge_sys(c, io + m.cost.swap_slot_cycles as u64 * n);
+            // One request for the cluster (the plug merges it); the fault sleeps until it
+            // completes.
+            let done = self.swap_bdev_submit(m, c, ty, n, false);
+            m.cpus[c].idle_until(done);
+        }
         self.vm.add(Vm::Pswpin, n);
         faulting.ok_or_else(|| "internal error: cluster readahead missed the faulting slot".into())
     }

@@ -62,6 +62,9 @@ pub struct SwapInfo {
     pub read_latency_ns: f64,
     pub write_latency_ns: f64,
     pub bandwidth_gbps: f64,
+    /// The cycle the device's queue drains: a new request's transfer starts then at the
+    /// earliest.
+    pub busy_until: u64,
 }
 
 impl SwapInfo {
@@ -82,6 +85,7 @@ impl SwapInfo {
             read_latency_ns: d.read_latency_us * 1e3,
             write_latency_ns: d.write_latency_us * 1e3,
             bandwidth_gbps: d.bandwidth_gbps,
+            busy_until: 0,
         }
     }
 
