@@ -32,7 +32,7 @@ pub fn markdown_table() -> String {
             },
             knob.range_text(),
             path,
-            knob.summary().to_string(),
+            knob.summary(),
         ];
         let cells: Vec<String> = cells.iter().map(|c| c.replace('|', "\\|")).collect();
         out += &format!("| {} |\n", cells.join(" | "));

@@ -96,6 +96,7 @@ counters!(
     TlbiCycles => "arm64.tlbi_cycles",
     DsbIsh => "arm64.dsb_ish",
     DsbIshCycles => "arm64.dsb_ish_cycles",
+    AsidRollovers => "arm64.asid_rollovers",
 });
 
 /// Flat counter arrays: the hot path increments by index, never by name.

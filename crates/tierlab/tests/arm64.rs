@@ -127,3 +127,56 @@ fn a_dsb_waits_longer_on_more_cpus() {
     let (four, sixty_four) = (dsb_cycles(4), dsb_cycles(64));
     assert!(sixty_four > four, "{four} vs {sixty_four}");
 }
+
+/// 300 single-thread processes, half on CPU 0 and half on CPU 1, each writing a page of its
+/// own mm (at its own address, so the entries do not evict each other), sleeping (so the CPU
+/// switches to the next) and reading it again: with 8-bit ASIDs the 256th mm rolls the
+/// generation over.
+fn many_processes(sets: &[&str]) -> Sim {
+    let mut all = vec![
+        "machine.arch=\"arm64\"",
+        "arch.asid_bits=8",
+        "kernel.numa_balancing=0",
+        "vm.demotion_enabled=false",
+        "sim.timeline_interval_ms=0.05",
+    ];
+    all.extend_from_slice(sets);
+    let threads = (0..300u32)
+        .map(|p| {
+            let at = BASE + p as u64 * PAGE;
+            let ops = vec![
+                anon_rw(at, 1),
+                Op::Store(at),
+                Op::Sleep(200_000),
+                Op::Load(at),
+            ];
+            (p, Placement::Pinned(p % 2), ops)
+        })
+        .collect();
+    let mut sim = Sim::new(tiered_config(&all), common::workload(threads, vec![])).unwrap();
+    sim.run(&mut |_| {}).unwrap();
+    sim
+}
+
+#[test]
+fn an_asid_rollover_keeps_every_tlb_coherent() {
+    let sim = many_processes(&[]);
+    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
+    let rollovers: u64 = sim
+        .hw
+        .cpus
+        .iter()
+        .map(|c| c.perf.get(Perf::AsidRollovers))
+        .sum();
+    assert!(rollovers >= 1, "300 mms and 255 ASIDs");
+}
+
+#[test]
+fn the_checker_catches_an_asid_reused_without_the_rollover_flush() {
+    let sim = many_processes(&["debug.tlb_break=\"skip_rollover_flush\""]);
+    assert!(
+        sim.k.checker.count_of(ViolationKind::TlbCoherence) > 0,
+        "{:?}",
+        sim.k.checker.violations
+    );
+}

@@ -2,10 +2,12 @@
 //! hardware broadcasts TLB invalidation, so there are no IPIs; a CPU issues `TLBI VALE1IS`
 //! per page (or `TLBI ASIDE1IS` for the whole address space) and waits for their completion
 //! everywhere with `DSB ISH`. Until that DSB completes, any CPU may still use the entries.
-//! Each mm has one ASID for its life; switching mm only changes the ASID in TTBR0, no flush.
+//! Switching mm only changes the ASID in TTBR0, no flush, except the first switch of each CPU
+//! after an ASID generation rollover (`arm64_asid`).
 //! Batched unmap (`arch_tlbbatch_add_pending`, mainline 43b3dfdd0455, seed 001) issues the
 //! TLBIs without waiting and `arch_tlbbatch_flush` waits once.
 
+use crate::arch::arm64_asid::AsidAllocator;
 use crate::arch::{ArchTlbBatch, TlbCtx};
 use crate::config::Config;
 use crate::mm::mm_types::CpuMask;
@@ -31,13 +33,13 @@ pub struct CpuState {
     pub is_lazy: bool,
 }
 
-/// A broadcast invalidation issued and not yet completed by a DSB.
+/// A broadcast invalidation issued and not yet completed by a DSB, with the mm it was for.
 #[derive(Clone, Copy, Debug)]
 enum Tlbi {
     /// TLBI VALE1IS: one page of one ASID.
-    Page { asid: u8, vpn: u32 },
+    Page { mm: usize, asid: u16, vpn: u32 },
     /// TLBI ASIDE1IS: every entry of one ASID.
-    Asid(u8),
+    Asid { mm: usize, asid: u16 },
 }
 
 pub struct Arm64 {
@@ -48,17 +50,11 @@ pub struct Arm64 {
     /// ARM64_WORKAROUND_REPEAT_TLBI (Falkor erratum 1009, Cortex-A76 erratum 1286807): every
     /// TLBI is repeated after a DSB, so arch_tlbbatch_should_defer refuses to batch.
     repeat_tlbi: bool,
+    /// Which ASID each mm has.
+    pub asids: AsidAllocator,
+    /// debug.tlb_break = "skip_rollover_flush".
+    skip_rollover_flush: bool,
 }
-
-/// The ASID of tierlab mm `mm`: fixed for the mm's life (asid.c hands one out at the first
-/// switch and keeps it until a generation rollover, which tierlab's ≤ 254 processes never
-/// reach). ASID 0 is reserved, as the kernel reserves it for init_mm.
-pub fn asid_of(mm: usize) -> u8 {
-    (mm + 1) as u8
-}
-
-/// Processes an arm64 run may have: tierlab tags TLB entries with 8 bits, ASID 0 reserved.
-pub const MAX_PROCESSES: usize = 254;
 
 impl Arm64 {
     pub fn new(cfg: &Config) -> Arm64 {
@@ -70,17 +66,31 @@ impl Arm64 {
             cpus: vec![state; cfg.machine.cpus as usize],
             pending: Vec::new(),
             repeat_tlbi: cfg.arch.repeat_tlbi_erratum,
+            asids: AsidAllocator::new(cfg.arch.asid_bits, cfg.arch.kpti, cfg.machine.cpus as usize),
+            skip_rollover_flush: cfg.debug.tlb_break == crate::config::TlbBreak::SkipRolloverFlush,
         }
     }
 
-    /// check_and_switch_context / cpu_switch_mm: TTBR0 takes the mm's ASID; no flush. The
+    /// check_and_switch_context / cpu_switch_mm: TTBR0 takes the mm's ASID, allocated at its
+    /// first switch (a rollover then may oblige this CPU to flush its whole TLB first). The
     /// DSB of __switch_to completes any TLBI still in flight.
     pub fn switch_mm(&mut self, t: &mut TlbCtx, c: usize, mm: usize) {
         self.complete_pending(t);
+        let rollovers = self.asids.rollovers;
+        let (asid, flush_all) = self.asids.check_and_switch_context(c, mm);
+        if self.asids.rollovers != rollovers {
+            t.m.cpus[c].perf.inc(Perf::AsidRollovers);
+        }
+        if flush_all && !self.skip_rollover_flush {
+            // local_flush_tlb_all: TLBI VMALLE1, DSB NSH on this CPU only.
+            let cycles = t.m.cost.tlbi_cycles as u64;
+            charge_counted(t, c, cycles, Perf::Tlbi, Perf::TlbiCycles);
+            t.m.cpus[c].flush_all();
+        }
         let st = &mut self.cpus[c];
         st.loaded_mm = mm as u32;
         st.is_lazy = false;
-        t.m.cpus[c].cur_asid = asid_of(mm);
+        t.m.cpus[c].cur_asid = asid;
         t.mms[mm].cpumask.set(c);
     }
 
@@ -93,13 +103,13 @@ impl Arm64 {
     /// __flush_tlb_range (flush_tlb_page for one page): TLBI VALE1IS per page, or TLBI
     /// ASIDE1IS for MAX_TLBI_OPS pages or more (flush_tlb_mm), then DSB ISH.
     pub fn flush_tlb_range(&mut self, t: &mut TlbCtx, c: usize, mm: usize, s: u32, e: u32) {
-        let asid = asid_of(mm);
+        let asid = self.asids.asid_of(mm);
         let pages = e.saturating_sub(s);
         if pages >= MAX_TLBI_OPS {
-            self.tlbi(t, c, Tlbi::Asid(asid));
+            self.tlbi(t, c, Tlbi::Asid { mm, asid });
         } else {
             for vpn in s..e {
-                self.tlbi(t, c, Tlbi::Page { asid, vpn });
+                self.tlbi(t, c, Tlbi::Page { mm, asid, vpn });
             }
         }
         self.dsb_ish(t, c);
@@ -125,7 +135,8 @@ impl Arm64 {
             t,
             c,
             Tlbi::Page {
-                asid: asid_of(mm),
+                mm,
+                asid: self.asids.asid_of(mm),
                 vpn,
             },
         );
@@ -139,11 +150,13 @@ impl Arm64 {
         self.dsb_ish(t, c);
     }
 
-    /// For the checker: every CPU may use an entry of a live ASID; a stale one is covered
-    /// only by a TLBI whose DSB has not completed (the batch's cpumask).
-    pub fn entry_usable(&self, nr_mms: usize, asid: u8) -> Option<usize> {
-        let mm = (asid as usize).checked_sub(1)?;
-        (mm < nr_mms).then_some(mm)
+    /// For the checker: a CPU may use an entry of any ASID of this generation (switching
+    /// back to it does not flush), or after a rollover only the ASID it runs; a stale entry is
+    /// covered only by a TLBI whose DSB has not completed (the batch's cpumask).
+    pub fn entry_usable(&self, m: &crate::machine::Machine, c: usize, asid: u16) -> Option<usize> {
+        let st = &self.cpus[c];
+        let running = (st.loaded_mm != NIL).then(|| (m.cpus[c].cur_asid, st.loaded_mm as usize));
+        self.asids.entry_usable(c, asid, running)
     }
 
     /// Issue one broadcast TLBI from CPU `c`.
@@ -163,20 +176,18 @@ impl Arm64 {
         self.complete_pending(t);
     }
 
-    /// The issued TLBIs take effect on every CPU. Only CPUs that have run the ASID's mm
-    /// (its mm_cpumask, never cleared on arm64) can hold its entries, so only they are
-    /// visited: the same result, without walking every idle CPU's TLBs.
+    /// The issued TLBIs take effect on every CPU. Only CPUs that have run the mm (its
+    /// mm_cpumask, never cleared on arm64) can hold entries of it a CPU may use, so only they
+    /// are visited: entries of the same ASID value elsewhere belong to another generation
+    /// and wait for that CPU's flush after the rollover.
     fn complete_pending(&mut self, t: &mut TlbCtx) {
         for op in self.pending.drain(..) {
-            let asid = match op {
-                Tlbi::Page { asid, .. } | Tlbi::Asid(asid) => asid,
-            };
-            let mm = asid as usize - 1;
+            let (Tlbi::Page { mm, asid, .. } | Tlbi::Asid { mm, asid }) = op;
             for c in t.mms[mm].cpumask.iter() {
                 let cpu = &mut t.m.cpus[c];
                 match op {
                     Tlbi::Page { vpn, .. } => cpu.flush_page(vpn, asid),
-                    Tlbi::Asid(_) => cpu.flush_asid(asid),
+                    Tlbi::Asid { .. } => cpu.flush_asid(asid),
                 }
             }
         }

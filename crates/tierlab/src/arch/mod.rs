@@ -8,6 +8,7 @@
 //! `config::Arch`.
 
 pub mod arm64;
+pub mod arm64_asid;
 pub mod x86;
 
 use crate::config::Arch as ArchName;
@@ -173,10 +174,10 @@ impl Kernel {
 
     /// For the checker: the mm whose translations a TLB entry tagged `asid` on CPU `c` may
     /// still be used for without a flush first, if any.
-    pub fn arch_entry_usable(&self, m: &Machine, c: usize, asid: u8) -> Option<usize> {
+    pub fn arch_entry_usable(&self, m: &Machine, c: usize, asid: u16) -> Option<usize> {
         match &self.arch {
             Arch::X86(x) => x.entry_usable(m, &self.mms, c, asid),
-            Arch::Arm64(a) => a.entry_usable(self.mms.len(), asid),
+            Arch::Arm64(a) => a.entry_usable(m, c, asid),
         }
     }
 }

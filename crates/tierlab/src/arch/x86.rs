@@ -121,7 +121,7 @@ impl X86 {
                 mm: mm as u32,
                 tlb_gen: gen,
             };
-            cpu.cur_asid = asid as u8;
+            cpu.cur_asid = asid as u16;
             st.loaded_mm = mm as u32;
         }
         st.is_lazy = false;
@@ -204,7 +204,7 @@ impl X86 {
 
     /// Whether CPU `c` could use a TLB entry of PCID `asid` without a flush first: the CPU runs
     /// that mm now, or its PCID is current (a stale PCID is flushed at switch_mm).
-    pub fn entry_usable(&self, m: &Machine, mms: &[Mm], c: usize, asid: u8) -> Option<usize> {
+    pub fn entry_usable(&self, m: &Machine, mms: &[Mm], c: usize, asid: u16) -> Option<usize> {
         let st = &self.cpus[c];
         let slot = st.asids[asid as usize];
         if slot.mm == NIL {

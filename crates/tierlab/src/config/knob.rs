@@ -145,9 +145,25 @@ pub struct Knob {
 }
 
 impl Knob {
-    /// The first doc line, trimmed.
-    pub fn summary(&self) -> &'static str {
-        self.doc.first().map(|d| d.trim()).unwrap_or("")
+    /// The doc's first sentence (its lines joined), for tables.
+    pub fn summary(&self) -> String {
+        let text = self
+            .doc
+            .iter()
+            .map(|d| d.trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        // A sentence ends at ". " before a capital ("e.g. " does not end one).
+        let end = text.match_indices(". ").map(|(i, _)| i).find(|&i| {
+            text[i + 2..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_uppercase())
+        });
+        match end {
+            Some(end) => text[..=end].to_string(),
+            None => text,
+        }
     }
 
     /// The range as `tierlab knobs` prints it; a boolean's "any" is spelled out.

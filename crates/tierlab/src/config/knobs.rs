@@ -193,6 +193,18 @@ knob_table! {
             path: TIERLAB,
             range: Range::Any,
             source: "arch/arm64/include/asm/tlbflush.h arch_tlbbatch_should_defer";
+        /// arm64 ASID width (ID_AA64MMFR0_EL1.ASIDBits): 16 on the Cortex-A7x/X1 and
+        /// TaiShan cores of the seed's machines, 8 on some older cores.
+        asid_bits: u32 = 16,
+            path: TIERLAB,
+            range: Range::Rule("8 or 16"),
+            source: "arch/arm64/mm/context.c get_cpu_asid_bits";
+        /// arm64 KPTI (arm64_kernel_unmapped_at_el0, for Meltdown-affected cores or kpti=1):
+        /// each mm takes an even/odd ASID pair, halving the ASIDs per generation.
+        kpti: bool = false,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "arch/arm64/mm/context.c set_kpti_asid_bits";
     }
 }
 
@@ -266,6 +278,9 @@ pub enum TlbBreak {
     /// arch_tlbbatch_flush does nothing: no IPIs on x86, no DSB on arm64 (the TLBIs already
     /// issued never complete), and the unmapped frames are freed anyway.
     SkipBatchedFlush,
+    /// arm64: a CPU switching after an ASID rollover keeps its TLB (no local_flush_tlb_all),
+    /// so an ASID handed to a new mm still names the old one's entries there.
+    SkipRolloverFlush,
 }
 
 knob_table! {

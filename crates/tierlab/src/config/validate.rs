@@ -57,6 +57,12 @@ impl Config {
                 "must be ≥ numa_balancing_scan_period_min_ms",
             );
         }
+        if !matches!(self.arch.asid_bits, 8 | 16) {
+            return bad(
+                "arch.asid_bits",
+                "must be 8 or 16 (ID_AA64MMFR0_EL1.ASIDBits)",
+            );
+        }
         if self.kernel.migrc && self.machine.arch != super::Arch::X86 {
             return bad(
                 "kernel.migrc",

@@ -18,7 +18,7 @@ pub struct Cpu {
     pub irq: IrqStat,
     /// The address-space id in the translation base register (x86: the PCID in CR3; arm64:
     /// the ASID in TTBR): lookups match it and new entries are tagged with it.
-    pub cur_asid: u8,
+    pub cur_asid: u16,
     /// Cycles spent in the kernel (faults, reclaim, IPI handlers).
     pub sys_cycles: u64,
     /// Cycles spent running user ops.
@@ -75,15 +75,22 @@ impl Cpu {
         t < self.clock && !(self.idle_from <= t && t < self.idle_to)
     }
 
+    /// Drop every TLB entry (TLBI VMALLE1 / a CR3 write without PCID).
+    pub fn flush_all(&mut self) {
+        self.dtlb.flush_all();
+        self.itlb.flush_all();
+        self.stlb.flush_all();
+    }
+
     /// Drop every TLB entry of one PCID from all three TLBs.
-    pub fn flush_asid(&mut self, asid: u8) {
+    pub fn flush_asid(&mut self, asid: u16) {
         self.dtlb.flush_pcid(asid);
         self.itlb.flush_pcid(asid);
         self.stlb.flush_pcid(asid);
     }
 
     /// Drop the translations of one page of one PCID (INVLPG / INVPCID individual).
-    pub fn flush_page(&mut self, vpn: u32, asid: u8) {
+    pub fn flush_page(&mut self, vpn: u32, asid: u16) {
         self.dtlb.invalidate_page(vpn, asid);
         self.itlb.invalidate_page(vpn, asid);
         self.stlb.invalidate_page(vpn, asid);

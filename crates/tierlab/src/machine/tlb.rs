@@ -20,8 +20,8 @@ pub fn tlb_pfn(data: u32) -> u32 {
 
 /// Tag of a valid entry: the virtual page number and PCID, with a valid bit (0 = empty).
 #[inline]
-fn make_tag(vpn: u32, pcid: u8) -> u64 {
-    (1u64 << 63) | ((vpn as u64) << 8) | pcid as u64
+fn make_tag(vpn: u32, pcid: u16) -> u64 {
+    (1u64 << 63) | ((vpn as u64) << 16) | pcid as u64
 }
 
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ impl Tlb {
     /// The ways are compared without a data-dependent branch (a match mask the compiler can
     /// vectorise), so a hit in any way costs the same.
     #[inline]
-    pub fn lookup(&mut self, vpn: u32, pcid: u8) -> Option<usize> {
+    pub fn lookup(&mut self, vpn: u32, pcid: u16) -> Option<usize> {
         let set = self.set_of(vpn);
         let base = set * self.ways;
         let tag = make_tag(vpn, pcid);
@@ -104,7 +104,7 @@ impl Tlb {
 
     /// Insert a translation (the caller has checked it is absent); evicts the bit-PLRU victim.
     #[inline]
-    pub fn insert(&mut self, vpn: u32, pcid: u8, data: u32) -> usize {
+    pub fn insert(&mut self, vpn: u32, pcid: u16, data: u32) -> usize {
         let set = self.set_of(vpn);
         let base = set * self.ways;
         let slots = &self.tags[base..base + self.ways];
@@ -121,7 +121,7 @@ impl Tlb {
 
     /// Update the payload of an existing entry, if present (no replacement-state change).
     #[inline]
-    pub fn update(&mut self, vpn: u32, pcid: u8, data: u32) {
+    pub fn update(&mut self, vpn: u32, pcid: u16, data: u32) {
         let set = self.set_of(vpn);
         let base = set * self.ways;
         let tag = make_tag(vpn, pcid);
@@ -134,7 +134,7 @@ impl Tlb {
     }
 
     /// INVLPG for one PCID: drop the entry for `vpn` if present. Returns whether one was dropped.
-    pub fn invalidate_page(&mut self, vpn: u32, pcid: u8) -> bool {
+    pub fn invalidate_page(&mut self, vpn: u32, pcid: u16) -> bool {
         let set = self.set_of(vpn);
         let base = set * self.ways;
         let tag = make_tag(vpn, pcid);
@@ -148,9 +148,9 @@ impl Tlb {
     }
 
     /// Drop every entry of one PCID (INVPCID single-context / CR3 write without NOFLUSH).
-    pub fn flush_pcid(&mut self, pcid: u8) {
+    pub fn flush_pcid(&mut self, pcid: u16) {
         for t in self.tags.iter_mut() {
-            if *t != 0 && (*t & 0xff) as u8 == pcid {
+            if *t != 0 && (*t & 0xffff) as u16 == pcid {
                 *t = 0;
             }
         }
@@ -163,12 +163,12 @@ impl Tlb {
     }
 
     /// Valid entries as (vpn, pcid, data), for the invariant checker and tests.
-    pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u8, u32)> + '_ {
+    pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u16, u32)> + '_ {
         self.tags
             .iter()
             .zip(self.data.iter())
             .filter(|(t, _)| **t != 0)
-            .map(|(t, d)| (((*t >> 8) & 0xffff_ffff) as u32, (*t & 0xff) as u8, *d))
+            .map(|(t, d)| (((*t >> 16) & 0xffff_ffff) as u32, (*t & 0xffff) as u16, *d))
     }
 }
 

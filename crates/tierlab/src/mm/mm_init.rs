@@ -27,15 +27,6 @@ impl Kernel {
     /// and pagesets, and start the architecture and tiering policy the config names.
     pub fn boot(cfg: Config, files: &[FileSpec], nproc: u32) -> Result<Kernel, SimError> {
         let arch = Arch::new(&cfg);
-        if cfg.machine.arch == crate::config::Arch::Arm64
-            && nproc as usize > crate::arch::arm64::MAX_PROCESSES
-        {
-            return Err(SimError(format!(
-                "the workload has {nproc} processes; on arm64 tierlab tags TLB entries with 8-bit \
-                 ASIDs, so at most {}",
-                crate::arch::arm64::MAX_PROCESSES
-            )));
-        }
         let policy = crate::policy::lookup(&cfg.kernel.tiering_policy)
             .map_err(|e| SimError(format!("kernel.tiering_policy: {e}")))?;
         let m = &cfg.machine;
