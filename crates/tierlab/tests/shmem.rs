@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{one_process, BASE, PAGE};
+use common::{one_process, swap_config, BASE, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::mm::page::pg;
 use tierlab::mm::pgtable::pte;
@@ -13,35 +13,8 @@ use tierlab::stats::Vm;
 use tierlab::workload::{advice, prot, Backing, FileSpec, Op, Placement};
 use tierlab::{Config, Sim};
 
-/// One DRAM node of `node_mib`, 4 CPUs, a `kind` swap device of `swap_mib`, strict checks.
-fn config(node_mib: u64, kind: &str, swap_mib: u64, sets: &[&str]) -> Config {
-    let text = format!(
-        r#"
-[machine]
-cpus = 4
-[[machine.nodes]]
-name = "dram"
-capacity_mib = {node_mib}
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-3"
-[[machine.swap]]
-kind = "{kind}"
-size_mib = {swap_mib}
-compression_ratio = 2.0
-[workload]
-type = "test"
-[sim]
-check = "strict"
-timeline_interval_ms = 1
-"#
-    );
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Config::from_str_with(&text, "shmem.toml", None, &sets).unwrap()
-}
-
 fn zram(sets: &[&str]) -> Config {
-    config(16, "zram", 4, sets)
+    swap_config(16, "zram", 4, sets)
 }
 
 /// mmap(BASE, pages, PROT_READ | PROT_WRITE, MAP_SHARED) of shmem object 0.
@@ -202,7 +175,7 @@ fn reclaim_swaps_shmem_out_when_memory_runs_short() {
     let n = 20 * 256;
     let mut ops = vec![map_shmem(n)];
     ops.extend(stores(n));
-    let sim = run(config(16, "zram", 16, &[]), n, ops);
+    let sim = run(swap_config(16, "zram", 16, &[]), n, ops);
     assert!(sim.k.vm.get(Vm::Pswpout) > 0);
     assert!(!sim.k.files[0].swapped.is_empty());
     assert!(sim.k.vm.get(Vm::PgStealAnon) > 0);
@@ -215,7 +188,7 @@ fn a_read_during_block_writeback_waits_for_the_folio_in_the_swap_cache() {
     let mut ops = vec![map_shmem(n)];
     ops.extend(stores(n));
     ops.push(pageout(n));
-    let cfg = config(16, "block", 4, &[]);
+    let cfg = swap_config(16, "block", 4, &[]);
     let sim = run(cfg.clone(), n, ops.clone());
     // Written asynchronously: the folios wait in the swap cache, no longer in the page cache.
     assert_eq!(sim.k.swap.writeback.len() as u64, n);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{anon_rw, one_process, BASE, PAGE};
+use common::{anon_rw, one_process, swap_config, BASE, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
@@ -19,28 +19,7 @@ fn config(swap_mib: u64) -> Config {
 
 /// One DRAM node of `node_mib`, 4 CPUs, a zram device of `swap_mib`, strict checks.
 fn config_with(node_mib: u64, swap_mib: u64) -> Config {
-    let text = format!(
-        r#"
-[machine]
-cpus = 4
-[[machine.nodes]]
-name = "dram"
-capacity_mib = {node_mib}
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-3"
-[[machine.swap]]
-kind = "zram"
-size_mib = {swap_mib}
-compression_ratio = 2.0
-[workload]
-type = "test"
-[sim]
-check = "strict"
-timeline_interval_ms = 1
-"#
-    );
-    Config::from_str_with(&text, "swap.toml", None, &[]).unwrap()
+    swap_config(node_mib, "zram", swap_mib, &[])
 }
 
 fn pageout(pages: u64) -> Op {

@@ -249,23 +249,14 @@ impl Kernel {
                 }
                 continue;
             };
-            self.swap.add_to_swap_cache(pfn, ty, offset);
+            self.swap_cache_add_read(pfn, ty, offset, v == vpn);
             per_area[ty] += 1;
             read.push(pfn);
             if v == vpn {
                 faulting = Some(pfn);
-            } else {
-                self.swap.readahead.insert(pfn);
-                self.vm.inc(Vm::SwapRa);
             }
         }
-        // The folios join the LRU once their I/O is done: until then they are locked, and
-        // reclaim run by a later allocation of the window must not take them.
-        for &pfn in &read {
-            self.lru_add(pfn);
-        }
-        let n = read.len() as u64;
-        m.charge_sys(c, m.cost.swap_slot_cycles as u64 * n);
+        self.swapin_folios_read(m, c, &read);
         // One request per area (the plug merges the window); the fault sleeps until the
         // last completes.
         let mut done = 0;
@@ -273,7 +264,6 @@ impl Kernel {
             done = done.max(self.swap_bdev_submit(m, c, ty, pages, false));
         }
         m.cpus[c].idle_until(done);
-        self.vm.add(Vm::Pswpin, n);
         faulting.ok_or_else(|| "internal error: swap readahead missed the faulting page".into())
     }
 

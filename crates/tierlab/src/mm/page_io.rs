@@ -115,6 +115,27 @@ impl Kernel {
         d.busy_until + m.ns_to_cycles(latency)
     }
 
+    /// __read_swap_cache_async for a folio about to be read from slot (ty, offset): into the
+    /// swap cache, marked PG_readahead (swap_ra) unless a fault waits for it.
+    pub(crate) fn swap_cache_add_read(&mut self, pfn: u32, ty: usize, offset: u32, faulting: bool) {
+        self.swap.add_to_swap_cache(pfn, ty, offset);
+        if !faulting {
+            self.swap.readahead.insert(pfn);
+            self.vm.inc(Vm::SwapRa);
+        }
+    }
+
+    /// The folios of one swap-in, read: they join the LRU only now (until their I/O is done
+    /// they are locked, and reclaim run by a later allocation of the window must not take
+    /// them); each slot's bookkeeping is charged and counted (pswpin).
+    pub(crate) fn swapin_folios_read(&mut self, m: &mut Machine, c: usize, read: &[u32]) {
+        for &pfn in read {
+            self.lru_add(pfn);
+        }
+        m.charge_sys(c, m.cost.swap_slot_cycles as u64 * read.len() as u64);
+        self.vm.add(Vm::Pswpin, read.len() as u64);
+    }
+
     /// swap_writepage → zram_write_page: compress the page into zram, synchronously.
     pub(crate) fn swap_writepage(&mut self, m: &mut Machine, c: usize) {
         let cycles = m.ns_to_cycles(m.cost.zram_compress_ns);

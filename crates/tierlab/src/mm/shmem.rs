@@ -148,20 +148,14 @@ impl Kernel {
             p.owner = NIL;
             p.index = 0;
             p.mapcount = 0;
-            self.swap.add_to_swap_cache(pfn, ty, o);
+            self.swap_cache_add_read(pfn, ty, o, o == offset);
             read.push(pfn);
             if o == offset {
                 faulting = Some(pfn);
-            } else {
-                self.swap.readahead.insert(pfn);
-                self.vm.inc(Vm::SwapRa);
             }
         }
-        for &pfn in &read {
-            self.lru_add(pfn);
-        }
+        self.swapin_folios_read(m, c, &read);
         let n = read.len() as u64;
-        m.charge_sys(c, m.cost.swap_slot_cycles as u64 * n);
         if self.swap.devices[ty].sync_io {
             m.charge_sys(c, m.ns_to_cycles(m.cost.zram_decompress_ns * n as f64));
         } else {
@@ -170,7 +164,6 @@ impl Kernel {
             let done = self.swap_bdev_submit(m, c, ty, n, false);
             m.cpus[c].idle_until(done);
         }
-        self.vm.add(Vm::Pswpin, n);
         faulting.ok_or_else(|| "internal error: cluster readahead missed the faulting slot".into())
     }
 

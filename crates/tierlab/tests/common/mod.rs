@@ -145,3 +145,30 @@ pub fn fill_then_random_reads(
     }
     one_process(threads, vec![])
 }
+
+/// One DRAM node of `node_mib`, 4 CPUs, a `kind` swap device of `swap_mib`, strict checks.
+pub fn swap_config(node_mib: u64, kind: &str, swap_mib: u64, sets: &[&str]) -> Config {
+    let text = format!(
+        r#"
+[machine]
+cpus = 4
+[[machine.nodes]]
+name = "dram"
+capacity_mib = {node_mib}
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-3"
+[[machine.swap]]
+kind = "{kind}"
+size_mib = {swap_mib}
+compression_ratio = 2.0
+[workload]
+type = "test"
+[sim]
+check = "strict"
+timeline_interval_ms = 1
+"#
+    );
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    Config::from_str_with(&text, "swap.toml", None, &sets).unwrap()
+}
