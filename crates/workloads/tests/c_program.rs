@@ -491,7 +491,10 @@ kind = "touch"
 region = "buf"
 "#;
     let c = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap();
-    assert!(c.contains(".shmem = 1"), "the region table marks it");
+    assert!(
+        c.contains("const int FILE_SHMEM[] = {1};"),
+        "the file table marks it"
+    );
     let exe = compile(&dir.0, "shmem", &c);
     let (code, lines) = run(&exe, &dir.0, &[]);
     assert_eq!(code, 0, "{lines:?}");

@@ -201,20 +201,33 @@ fn regions(out: &mut String, r: &Resolved) {
         .iter()
         .map(|g| {
             format!(
-                "\t{{.name = {}, .start = {:#x}ULL, .pages = {}ULL, .prot = {}, .file = {}, \
-                 .shmem = {}}},",
+                "\t{{.name = {}, .start = {:#x}ULL, .pages = {}ULL, .prot = {}, .file = {}}},",
                 json_c_str(&g.name),
                 g.start,
                 g.pages,
                 g.prot,
-                file_index(g.backing),
-                g.shmem as u8
+                file_index(g.backing)
             )
         })
         .collect();
     table(out, "const struct region REGIONS[]", &rows);
     let _ = writeln!(out, "const int NREGIONS = {};", r.regions.len());
-    let _ = writeln!(out, "const int NFILES = {};\n", r.files.len());
+    let _ = writeln!(out, "const int NFILES = {};", r.files.len());
+    let shmem: Vec<&str> = r
+        .files
+        .iter()
+        .map(|f| if f.shmem { "1" } else { "0" })
+        .collect();
+    // C has no empty initialiser: a lone 0 when there are no files.
+    let _ = writeln!(
+        out,
+        "const int FILE_SHMEM[] = {{{}}};\n",
+        if shmem.is_empty() {
+            "0".into()
+        } else {
+            shmem.join(", ")
+        }
+    );
 }
 
 /// The file index of a mapping, -1 for anonymous memory.

@@ -58,7 +58,6 @@ struct region {
 	uint64_t start, pages;
 	int prot;         /* PROT_* bits (tierlab's prot bits have the same values) */
 	int file;         /* index into the files (fds), -1 for anonymous memory */
-	int shmem;        /* the file is a memfd (shmem), not a file in TIERLAB_FILE_DIR */
 };
 
 /* A watched sub-range of a region, reported like a region. */
@@ -109,6 +108,7 @@ struct step {
 extern const struct region REGIONS[];
 extern const int NREGIONS;
 extern const int NFILES;
+extern const int FILE_SHMEM[]; /* per file: a memfd (shmem), not a file in TIERLAB_FILE_DIR */
 extern const struct watch WATCHES[];
 extern const int NWATCHES;
 extern const struct phase PHASES[];
@@ -474,7 +474,7 @@ static void open_files(void)
 		const struct region *r = &REGIONS[i];
 		if (r->file < 0)
 			continue;
-		if (r->shmem) {
+		if (FILE_SHMEM[r->file]) {
 			/* shmem, as MAP_SHARED | MAP_ANONYMOUS maps it, but surviving a munmap as the
 			 * simulator's file does. */
 			int fd = (int)syscall(SYS_memfd_create, "tierlab", 1U /* MFD_CLOEXEC */);
