@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{one_process, swap_config, BASE, PAGE};
+use common::{one_process, pageout, ptes, swap_config, BASE, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::mm::page::pg;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
-use tierlab::workload::{advice, prot, Backing, FileSpec, Op, Placement};
+use tierlab::workload::{prot, Backing, FileSpec, Op, Placement};
 use tierlab::{Config, Sim};
 
 fn zram(sets: &[&str]) -> Config {
@@ -24,14 +24,6 @@ fn map_shmem(pages: u64) -> Op {
         len: pages * PAGE,
         prot: prot::READ | prot::WRITE,
         backing: Backing::File { file: 0, pgoff: 0 },
-    }
-}
-
-fn pageout(pages: u64) -> Op {
-    Op::Madvise {
-        addr: BASE,
-        len: pages * PAGE,
-        advice: advice::MADV_PAGEOUT,
     }
 }
 
@@ -49,17 +41,10 @@ fn run(cfg: Config, pages: u64, ops: Vec<Op>) -> Sim {
         pages,
         shmem: true,
     };
-    let w = one_process(vec![(Placement::Pinned(0), ops)], vec![shmem]);
-    let mut sim = Sim::new(cfg, w).unwrap();
-    sim.run(&mut |_| {}).unwrap();
-    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
-    sim
-}
-
-fn ptes(sim: &Sim, pages: u64) -> Vec<u64> {
-    (0..pages)
-        .map(|i| sim.k.mms[0].pgtable.get(((BASE / PAGE) + i) as u32))
-        .collect()
+    common::run(
+        cfg,
+        one_process(vec![(Placement::Pinned(0), ops)], vec![shmem]),
+    )
 }
 
 #[test]

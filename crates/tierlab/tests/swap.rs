@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::{anon_rw, one_process, swap_config, BASE, PAGE};
+use common::{anon_rw, one_process, pageout, ptes, swap_config, BASE, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::mm::pgtable::pte;
 use tierlab::stats::Vm;
-use tierlab::workload::{advice, Op, Placement};
+use tierlab::workload::{Op, Placement};
 use tierlab::{Config, Sim};
 
 /// One 16 MiB DRAM node, 4 CPUs, a zram device of `swap_mib`, strict checks.
@@ -22,25 +22,8 @@ fn config_with(node_mib: u64, swap_mib: u64) -> Config {
     swap_config(node_mib, "zram", swap_mib, &[])
 }
 
-fn pageout(pages: u64) -> Op {
-    Op::Madvise {
-        addr: BASE,
-        len: pages * PAGE,
-        advice: advice::MADV_PAGEOUT,
-    }
-}
-
 fn run(cfg: Config, ops: Vec<Op>) -> Sim {
-    let mut sim = Sim::new(cfg, one_process(vec![(Placement::Pinned(0), ops)], vec![])).unwrap();
-    sim.run(&mut |_| {}).unwrap();
-    assert_eq!(sim.k.checker.count, 0, "{:?}", sim.k.checker.violations);
-    sim
-}
-
-fn ptes(sim: &Sim, pages: u64) -> Vec<u64> {
-    (0..pages)
-        .map(|i| sim.k.mms[0].pgtable.get(((BASE / PAGE) + i) as u32))
-        .collect()
+    common::run(cfg, one_process(vec![(Placement::Pinned(0), ops)], vec![]))
 }
 
 #[test]

@@ -70,22 +70,36 @@ impl Kernel {
             self.swap.delete_from_swap_cache(pfn);
             return AnonReclaim::Free;
         }
-        // try_to_unmap_flush_dirty
+        self.pageout_to_swap(m, c, pfn, entry.0)
+    }
+
+    /// pageout of a dirty, unmapped folio to swap area `ty`, its slot taken: after
+    /// try_to_unmap_flush_dirty (no CPU may write the page while it is written out), zram
+    /// writes synchronously and the folio leaves the swap cache to be freed now; a block
+    /// device writes asynchronously and a later pass frees the folio.
+    pub(crate) fn pageout_to_swap(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        pfn: u32,
+        ty: usize,
+    ) -> AnonReclaim {
         if self.tlb_ubc.writable {
             self.try_to_unmap_flush(m, c);
         }
         self.frames.get_mut(pfn).flags &= !pg::DIRTY;
-        if sync {
+        if self.swap.devices[ty].sync_io {
             self.swap_writepage(m, c);
+            self.swap.delete_from_swap_cache(pfn);
             return AnonReclaim::Free;
         }
-        self.swap_writepage_async(m, c, entry.0, pfn);
+        self.swap_writepage_async(m, c, ty, pfn);
         AnonReclaim::Keep
     }
 
     /// swap_writepage_bdev_async: the write to area `ty` joins the device's queue; until it
     /// completes the folio is under writeback.
-    pub(crate) fn swap_writepage_async(&mut self, m: &mut Machine, c: usize, ty: usize, pfn: u32) {
+    fn swap_writepage_async(&mut self, m: &mut Machine, c: usize, ty: usize, pfn: u32) {
         let done = self.swap_bdev_submit(m, c, ty, 1, true);
         m.charge_sys(c, m.cost.swap_slot_cycles as u64);
         self.swap.writeback.insert(pfn, done);
@@ -137,7 +151,7 @@ impl Kernel {
     }
 
     /// swap_writepage → zram_write_page: compress the page into zram, synchronously.
-    pub(crate) fn swap_writepage(&mut self, m: &mut Machine, c: usize) {
+    fn swap_writepage(&mut self, m: &mut Machine, c: usize) {
         let cycles = m.ns_to_cycles(m.cost.zram_compress_ns);
         m.charge_sys(c, cycles);
         self.vm.inc(Vm::Pswpout);

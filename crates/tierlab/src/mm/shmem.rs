@@ -190,10 +190,6 @@ impl Kernel {
             self.swap.put_swap_folio(ty, offset);
             return AnonReclaim::Keep;
         }
-        // try_to_unmap_flush_dirty: no CPU may write the page while it is written out.
-        if self.tlb_ubc.writable {
-            self.try_to_unmap_flush(m, c);
-        }
         self.swap.add_to_swap_cache(pfn, ty, offset);
         self.swap.swap_duplicate(ty, offset);
         let file = &mut self.files[page.owner as usize];
@@ -203,13 +199,6 @@ impl Kernel {
         let p = self.frames.get_mut(pfn);
         p.owner = NIL;
         p.index = 0;
-        p.flags &= !pg::DIRTY;
-        if sync {
-            self.swap_writepage(m, c);
-            self.swap.delete_from_swap_cache(pfn);
-            return AnonReclaim::Free;
-        }
-        self.swap_writepage_async(m, c, ty, pfn);
-        AnonReclaim::Keep
+        self.pageout_to_swap(m, c, pfn, ty)
     }
 }

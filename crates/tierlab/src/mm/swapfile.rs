@@ -163,8 +163,9 @@ impl SwapAreas {
     }
 
     /// folio_alloc_swap → get_swap_pages: a free slot of the highest-priority area that has
-    /// one, rotating among areas of equal priority; the slot's count starts at 0 (the swap
-    /// cache's SWAP_HAS_CACHE is not kept: the folio leaves the cache in the same step).
+    /// one, rotating among areas of equal priority; the slot's count starts at 0, and
+    /// SWAP_HAS_CACHE is set only where the folio enters the swap cache (anon on zram is
+    /// freed in the same step and skips it).
     pub fn get_swap_page(&mut self) -> Option<(usize, u32)> {
         let best = self
             .devices

@@ -172,3 +172,19 @@ timeline_interval_ms = 1
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     Config::from_str_with(&text, "swap.toml", None, &sets).unwrap()
 }
+
+/// madvise(BASE, pages, MADV_PAGEOUT).
+pub fn pageout(pages: u64) -> Op {
+    Op::Madvise {
+        addr: BASE,
+        len: pages * PAGE,
+        advice: tierlab::workload::advice::MADV_PAGEOUT,
+    }
+}
+
+/// Process 0's PTEs of the `pages` pages from BASE.
+pub fn ptes(sim: &Sim, pages: u64) -> Vec<u64> {
+    (0..pages)
+        .map(|i| sim.k.mms[0].pgtable.get(((BASE / PAGE) + i) as u32))
+        .collect()
+}
