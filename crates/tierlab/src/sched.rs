@@ -234,8 +234,9 @@ impl Kernel {
     }
 
     /// `machine.shared_core`: how many times longer work takes on CPU `c` from its clock on,
-    /// itself and every other CPU busy then, as QEMU's round-robin gives each runnable vCPU
-    /// an equal budget of one instruction clock (tcg-accel-ops-rr.c icount_percpu_budget).
+    /// itself and every other CPU busy then: QEMU's round-robin TCG shares one instruction
+    /// clock among the busy vCPUs (tcg-accel-ops-rr.c; README "The guest's vCPUs take turns"
+    /// says in what turns, which this average does not model).
     pub(crate) fn set_share(&self, m: &mut Machine, c: usize) {
         if !m.shared_core {
             return;

@@ -117,6 +117,39 @@ fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
     assert!(!sim.k.numa_scan_ahead(&sim.hw, 1, first));
 }
 
+#[test]
+fn a_prot_none_pte_needs_a_flush_while_its_scan_has_not_flushed() {
+    // pte_accessible: the walk's PROT_NONE PTEs may still sit in TLBs until change_prot_numa's
+    // tlb_finish_mmu, so unmapping one in that span must flush; after it, not.
+    let mut t0 = vec![anon_rw(BASE, 6000)];
+    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
+    let mut cfg = no_auto_scan();
+    cfg.cost.numa_scan_pte_cycles = 2000;
+    let mut sim = run(cfg, workload(vec![(Placement::Pinned(0), t0)], vec![]));
+    let start = sim.hw.cpus[0].clock;
+    let (s, e) = ((BASE / PAGE) as u32, (BASE / PAGE) as u32 + 6000);
+    assert!(sim.k.change_prot_numa(&mut sim.hw, 0, 0, s, e) > 0);
+    let end = sim.hw.cpus[0].clock;
+    let marked = (s..e)
+        .map(|v| (v, sim.k.mms[0].pgtable.get(v)))
+        .find(|(_, p)| p & pte::PROTNONE != 0)
+        .expect("a slow-tier PTE was made PROT_NONE");
+    sim.hw.cpus[1].clock = (start + end) / 2;
+    assert!(sim.k.pte_accessible(&sim.hw, 1, 0, marked.1));
+    sim.k
+        .set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, marked.0, marked.1);
+    assert!(sim.k.tlb_ubc.flush_required, "unmapped during the walk");
+    sim.k.tlb_ubc = Default::default();
+    sim.hw.cpus[1].clock = end;
+    assert!(!sim.k.pte_accessible(&sim.hw, 1, 0, marked.1));
+    sim.k
+        .set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, marked.0, marked.1);
+    assert!(
+        !sim.k.tlb_ubc.flush_required,
+        "unmapped after tlb_finish_mmu"
+    );
+}
+
 fn sim_with_slow_page() -> (Sim, u32) {
     let mut t0 = vec![anon_rw(BASE, 6000)];
     t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));

@@ -88,9 +88,9 @@ knob_table! {
             range: Range::Any,
             source: "arch/x86/kernel/cpu/common.c cpu_vuln_whitelist (NO_L1TF) and cpu_set_bug_bits";
         /// Every CPU executes on one host core in turn, as QEMU's TCG does under `-icount`
-        /// (accel/tcg/tcg-accel-ops-rr.c: one thread runs the vCPUs round-robin, each for
-        /// icount_percpu_budget of one shared instruction clock), so work on a CPU takes as
-        /// many times longer as CPUs are busy. For `validate`'s stand-in of an emulated guest.
+        /// (accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn: one thread runs the vCPUs
+        /// round-robin on one shared instruction clock), so work on a CPU takes as many times
+        /// longer as CPUs are busy. For `validate`'s stand-in of an emulated guest.
         shared_core: bool = false,
             path: TIERLAB, range: Range::Any, source: "tierlab validate (QEMU TCG round-robin)";
         /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.

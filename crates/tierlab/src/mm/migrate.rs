@@ -142,7 +142,7 @@ impl Kernel {
                 } else {
                     self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
                 }
-            } else if pte::present(old) {
+            } else if self.pte_accessible(m, c, mm as usize, old) {
                 // ptep_clear_flush flushes only an accessible PTE.
                 self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
             }

@@ -96,6 +96,9 @@ pub struct Mm {
     pub numa: crate::mm::numa_balancing::NumaScanState,
     /// Swap readahead state (the kernel keeps it per VMA, vma->swap_readahead_info).
     pub swap_ra: SwapRa,
+    /// mm->tlb_flush_pending as a span of cycles: from tlb_gather_mmu to tlb_finish_mmu of
+    /// the last change_prot_numa, in the scanning CPU's clock.
+    pub tlb_flush_pending: (u64, u64),
 }
 
 /// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
@@ -121,7 +124,15 @@ impl Mm {
             nr_threads: 0,
             numa: Default::default(),
             swap_ra: SwapRa::default(),
+            tlb_flush_pending: (0, 0),
         }
+    }
+
+    /// mm_tlb_flush_pending, seen by a CPU whose clock reads `t`.
+    #[inline]
+    pub fn tlb_flush_pending_at(&self, t: u64) -> bool {
+        let (from, to) = self.tlb_flush_pending;
+        from <= t && t < to
     }
 
     /// find_vma for an address inside a VMA.

@@ -152,6 +152,8 @@ impl Kernel {
         if n > 0 {
             self.flush_tlb_range(m, c, mm, s, e);
         }
+        // tlb_gather_mmu → tlb_finish_mmu: a flush is pending in the mm meanwhile.
+        self.mms[mm].tlb_flush_pending = (start, m.cpus[c].clock);
         n
     }
 

@@ -125,15 +125,16 @@ impl Kernel {
             }
             if self.should_defer_flush(c, mm as usize) {
                 self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
-            } else {
+            } else if self.pte_accessible(m, c, mm as usize, old) {
+                // ptep_clear_flush flushes only an accessible PTE.
                 self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
             }
         }
         self.frames.get(pfn).mapcount == 0
     }
 
-    /// set_tlb_ubc_flush_pending: CPU `c` cleared PTE `vpn` of `mm`; nothing to flush for an
-    /// inaccessible (PROT_NONE) PTE.
+    /// set_tlb_ubc_flush_pending: CPU `c` cleared PTE `vpn` of `mm`; nothing to flush unless
+    /// the PTE was accessible.
     pub fn set_tlb_ubc_flush_pending(
         &mut self,
         m: &mut Machine,
@@ -142,7 +143,7 @@ impl Kernel {
         vpn: u32,
         old_pte: u64,
     ) {
-        if !pte::present(old_pte) {
+        if !self.pte_accessible(m, c, mm, old_pte) {
             return;
         }
         let mut batch = self.tlb_ubc.arch;
@@ -152,6 +153,13 @@ impl Kernel {
         if old_pte & pte::DIRTY != 0 {
             self.tlb_ubc.writable = true;
         }
+    }
+
+    /// pte_accessible (arch/x86/include/asm/pgtable.h): whether a TLB may hold the PTE. A
+    /// PROT_NONE PTE may, while a change_protection that made it so has not flushed yet.
+    pub fn pte_accessible(&self, m: &Machine, c: usize, mm: usize, pte: u64) -> bool {
+        pte::present(pte)
+            || (pte & pte::PROTNONE != 0 && self.mms[mm].tlb_flush_pending_at(m.cpus[c].clock))
     }
 
     /// try_to_unmap_flush: flush what the reclaim batch collected, then tell MIGRC which CPUs
