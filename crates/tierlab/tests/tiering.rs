@@ -85,9 +85,10 @@ fn a_fault_returns_through_the_scan_and_its_store_runs_again() {
     );
 }
 
-#[test]
-fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
-    // A slow walk (2,000 cycles per PTE): 6,000 PTEs take ~5 ms, charged to CPU 0 at once.
+/// 6,000 pages written by one thread (the tail on the slow node), then one slow walk
+/// (2,000 cycles per PTE: ~5 ms, charged to CPU 0 at once) over them. Returns the walk's
+/// start and end on CPU 0's clock and the PTEs it made PROT_NONE, with their vpns.
+fn one_slow_walk() -> (Sim, u64, u64, Vec<(u32, u64)>) {
     let mut t0 = vec![anon_rw(BASE, 6000)];
     t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
     let mut cfg = no_auto_scan();
@@ -97,12 +98,18 @@ fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
     let (s, e) = ((BASE / PAGE) as u32, (BASE / PAGE) as u32 + 6000);
     assert!(sim.k.change_prot_numa(&mut sim.hw, 0, 0, s, e) > 0);
     let end = sim.hw.cpus[0].clock;
-    let marked: Vec<u64> = (s..e)
-        .map(|v| sim.k.mms[0].pgtable.get(v))
-        .filter(|p| p & pte::PROTNONE != 0)
+    let marked = (s..e)
+        .map(|v| (v, sim.k.mms[0].pgtable.get(v)))
+        .filter(|(_, p)| p & pte::PROTNONE != 0)
         .collect();
+    (sim, start, end, marked)
+}
+
+#[test]
+fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
+    let (mut sim, start, end, marked) = one_slow_walk();
     let stamp = |p: u64| sim.k.frames.get(pte::pfn(p)).numa_access_ms;
-    let (first, last) = (marked[0], *marked.last().unwrap());
+    let (first, last) = (marked[0].1, marked.last().unwrap().1);
     assert!(
         stamp(last) > stamp(first),
         "{} {}",
@@ -121,33 +128,18 @@ fn the_scan_marks_each_pte_when_its_walk_reaches_it() {
 fn a_prot_none_pte_needs_a_flush_while_its_scan_has_not_flushed() {
     // pte_accessible: the walk's PROT_NONE PTEs may still sit in TLBs until change_prot_numa's
     // tlb_finish_mmu, so unmapping one in that span must flush; after it, not.
-    let mut t0 = vec![anon_rw(BASE, 6000)];
-    t0.extend((0..6000).map(|i| Op::Store(BASE + i * PAGE)));
-    let mut cfg = no_auto_scan();
-    cfg.cost.numa_scan_pte_cycles = 2000;
-    let mut sim = run(cfg, workload(vec![(Placement::Pinned(0), t0)], vec![]));
-    let start = sim.hw.cpus[0].clock;
-    let (s, e) = ((BASE / PAGE) as u32, (BASE / PAGE) as u32 + 6000);
-    assert!(sim.k.change_prot_numa(&mut sim.hw, 0, 0, s, e) > 0);
-    let end = sim.hw.cpus[0].clock;
-    let marked = (s..e)
-        .map(|v| (v, sim.k.mms[0].pgtable.get(v)))
-        .find(|(_, p)| p & pte::PROTNONE != 0)
-        .expect("a slow-tier PTE was made PROT_NONE");
+    let (mut sim, start, end, marked) = one_slow_walk();
+    let (vpn, p) = marked[0];
     sim.hw.cpus[1].clock = (start + end) / 2;
-    assert!(sim.k.pte_accessible(&sim.hw, 1, 0, marked.1));
-    sim.k
-        .set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, marked.0, marked.1);
+    assert!(sim.k.pte_accessible(&sim.hw, 1, 0, p));
+    sim.k.set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, vpn, p);
     assert!(sim.k.tlb_ubc.flush_required, "unmapped during the walk");
     sim.k.tlb_ubc = Default::default();
     sim.hw.cpus[1].clock = end;
-    assert!(!sim.k.pte_accessible(&sim.hw, 1, 0, marked.1));
-    sim.k
-        .set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, marked.0, marked.1);
-    assert!(
-        !sim.k.tlb_ubc.flush_required,
-        "unmapped after tlb_finish_mmu"
-    );
+    assert!(!sim.k.pte_accessible(&sim.hw, 1, 0, p));
+    sim.k.set_tlb_ubc_flush_pending(&mut sim.hw, 1, 0, vpn, p);
+    let required = sim.k.tlb_ubc.flush_required;
+    assert!(!required, "unmapped after tlb_finish_mmu");
 }
 
 fn sim_with_slow_page() -> (Sim, u32) {
