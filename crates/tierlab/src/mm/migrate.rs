@@ -142,9 +142,8 @@ impl Kernel {
                 } else {
                     self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
                 }
-            } else if self.pte_accessible(m, c, mm as usize, old) {
-                // ptep_clear_flush flushes only an accessible PTE.
-                self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
+            } else {
+                self.ptep_clear_flush(m, c, mm as usize, vpn, old);
             }
         }
         deferred

@@ -125,9 +125,8 @@ impl Kernel {
             }
             if self.should_defer_flush(c, mm as usize) {
                 self.set_tlb_ubc_flush_pending(m, c, mm as usize, vpn, old);
-            } else if self.pte_accessible(m, c, mm as usize, old) {
-                // ptep_clear_flush flushes only an accessible PTE.
-                self.flush_tlb_range(m, c, mm as usize, vpn, vpn + 1);
+            } else {
+                self.ptep_clear_flush(m, c, mm as usize, vpn, old);
             }
         }
         self.frames.get(pfn).mapcount == 0
@@ -160,6 +159,14 @@ impl Kernel {
     pub fn pte_accessible(&self, m: &Machine, c: usize, mm: usize, pte: u64) -> bool {
         pte::present(pte)
             || (pte & pte::PROTNONE != 0 && self.mms[mm].tlb_flush_pending_at(m.cpus[c].clock))
+    }
+
+    /// ptep_clear_flush's flush (mm/pgtable-generic.c), after the caller replaced the PTE
+    /// `old` of page `vpn`: only an accessible PTE may be cached.
+    pub fn ptep_clear_flush(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, old: u64) {
+        if self.pte_accessible(m, c, mm, old) {
+            self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
+        }
     }
 
     /// try_to_unmap_flush: flush what the reclaim batch collected, then tell MIGRC which CPUs
