@@ -113,8 +113,9 @@ enum Command {
     /// the guest runs kernel code than the cost table (from the fill phases' page faults);
     /// the run time per access is then taken again from the compared run itself, before its
     /// first NUMA hint fault, since it varies between guest runs.
-    /// Under TCG the stand-in's CPUs take turns on one core (machine.shared_core), as QEMU
-    /// runs the vCPUs on one instruction clock. The guest's vCPUs interleave differently from
+    /// Under TCG the stand-in's CPUs take turns on one core as QEMU 7.2 runs the vCPUs on
+    /// one instruction clock (machine.vcpu_turns: each turn runs to the next timer deadline,
+    /// or until the vCPU halts or arms a timer). The guest's vCPUs interleave differently from
     /// run to run, so the real counters vary between identical runs: use --seeds for a
     /// spread. --json also records the stand-in's --set list, to rerun it with `run`.
     Validate {

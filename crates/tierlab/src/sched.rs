@@ -238,7 +238,7 @@ impl Kernel {
     /// clock among the busy vCPUs (tcg-accel-ops-rr.c; README "The guest's vCPUs take turns"
     /// says in what turns, which this average does not model).
     pub(crate) fn set_share(&self, m: &mut Machine, c: usize) {
-        if !m.shared_core {
+        if !m.shared_core || m.vcpu_turns {
             return;
         }
         let t = m.cpus[c].clock;

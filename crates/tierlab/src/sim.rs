@@ -18,6 +18,8 @@ use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
 use crate::workload::{Mark, Op, Workload};
 
+mod turns;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AccessKind {
     Load,
@@ -86,6 +88,10 @@ pub struct Sim {
     pub max_cycles: u64,
     pub sample_interval: u64,
     pub fatal: Option<SimError>,
+    /// `machine.vcpu_turns`: the running CPU's turn has ended (its thread armed a timer).
+    turn_over: bool,
+    /// `machine.vcpu_turns`: kswapd of each node has a step due, to run in its CPU's turn.
+    kswapd_due: Vec<bool>,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
 }
@@ -111,6 +117,8 @@ impl Sim {
             max_cycles,
             sample_interval,
             fatal: None,
+            turn_over: false,
+            kswapd_due: Vec::new(),
             phase_stats: workload
                 .phases
                 .iter()
@@ -181,6 +189,9 @@ impl Sim {
     /// Run until every thread has exited (or `sim.max_seconds`), calling `progress` with the
     /// fraction done now and then.
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
+        if self.hw.vcpu_turns {
+            return self.run_turns(progress);
+        }
         let mut last_report = 0u64;
         loop {
             if self.k.sched.live_threads == 0 {
@@ -377,6 +388,8 @@ impl Sim {
                         Mark::RoiEnd => t.roi_end = Some(now),
                         Mark::Work(n) => t.work += n as u64,
                         Mark::Phase(id) => {
+                            // A paced phase's schedule starts at each phase instance.
+                            t.pace_next = 0;
                             let cpu = &self.hw.cpus[c];
                             let run = (now - start_clock).saturating_sub(cpu.idle_cycles);
                             self.enter_phase(tid, Some(id), now, accesses, run);
@@ -396,6 +409,12 @@ impl Sim {
                         cpu.idle_until(t.pace_next);
                     }
                     t.pace_next += interval;
+                    if self.hw.vcpu_turns {
+                        // clock_nanosleep arms the earliest timer: QEMU kicks every vCPU
+                        // (qemu_timer_notify_cb → rr_kick_vcpu_thread), ending this turn.
+                        stop = true;
+                        self.turn_over = true;
+                    }
                 }
                 Op::Sleep(ns) => {
                     self.k.sched.threads[tid].pos = pos;

@@ -9,7 +9,7 @@ use tierlab::stats::{Perf, Vm};
 mod common;
 
 use common::*;
-use tierlab::workload::{prot, Backing, FileSpec, Op, Placement, Workload};
+use tierlab::workload::{prot, Backing, FileSpec, Mark, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
 fn machine(cpus: u32, mib: u64) -> String {
@@ -602,6 +602,53 @@ fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("reserved_mib"), "{e}");
+}
+
+#[test]
+fn vcpu_turns_leave_a_paced_thread_behind_schedule_one_batch_per_tick() {
+    // Thread 1 paces 50 batches of 100 µs of work into 50 µs slots, so it is always behind
+    // and each clock_nanosleep arms an expired timer, which ends its turn (QEMU's kick). With
+    // thread 0 busy on the other CPU, each of its turns then runs to the next 4 ms tick.
+    let ends = |turns: bool, busy: bool, slot_ns: u32| {
+        let mut threads = vec![];
+        if busy {
+            threads.push((0, Placement::Pinned(0), vec![Op::Compute(100_000); 20_000]));
+        }
+        let batch = (0..50).flat_map(|_| [Op::Pace(slot_ns), Op::Compute(220_000)]);
+        let ops = batch.chain([Op::Mark(Mark::RoiEnd)]).collect();
+        threads.push((0, Placement::Pinned(1), ops));
+        let sets = [
+            "machine.shared_core=true".to_string(),
+            format!("machine.vcpu_turns={turns}"),
+            "sim.timeline_interval_ms=1000".to_string(),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+        let paced = sim.k.sched.threads.last().unwrap().roi_end.unwrap();
+        let busy_runtime = busy.then(|| ms(sim.k.sched.threads[0].runtime));
+        (ms(paced), busy_runtime, ms(sim.hw.end_cycles()))
+    };
+    let (behind, busy_runtime, end) = ends(true, true, 50_000);
+    // Thread 0 has the first turn; the first clock_nanosleep (slot 0, now) ends thread 1's
+    // first turn at once; then one batch per tick: the 50th ends 100 µs after the 51st tick.
+    assert!((204.0..204.2).contains(&behind), "{behind} ms");
+    // The busy thread kept its CPU while waiting for its turns: all of it is run time.
+    let busy_runtime = busy_runtime.unwrap();
+    assert!(
+        (end - busy_runtime).abs() < 0.01,
+        "{busy_runtime} of {end} ms"
+    );
+    // Alone, the turns pass straight back to it; with an even share it runs at half speed.
+    let (alone, _, _) = ends(true, false, 50_000);
+    assert!((4.9..5.1).contains(&alone), "{alone} ms");
+    let (even, _, _) = ends(false, true, 50_000);
+    assert!((9.9..10.2).contains(&even), "{even} ms");
+    // Ahead of schedule (5 ms slots, from its first turn at the 4 ms tick), its wake-ups are
+    // deadlines that end the busy CPU's turns, so each batch starts on its slot, not at
+    // the next tick: the 50th at 4 + 49 × 5 ms.
+    let (ahead, _, _) = ends(true, true, 5_000_000);
+    assert!((249.0..249.2).contains(&ahead), "{ahead} ms");
 }
 
 #[test]

@@ -184,8 +184,14 @@ fn simulate_sets(
     let mut sets = args.sets.clone();
     sets.extend(stand_in_sets(cfg, guest_nodes));
     if args.accel == Accel::Tcg {
-        // -icount runs the vCPUs one at a time on one instruction clock.
+        // -icount runs the vCPUs one at a time on one instruction clock, in QEMU 7.2's
+        // turns; the user's own choice of either stays.
         sets.push("machine.shared_core=true".into());
+        sets.push("machine.vcpu_turns=true".into());
+        let own = |s: &&String| {
+            s.starts_with("machine.shared_core=") || s.starts_with("machine.vcpu_turns=")
+        };
+        sets.extend(args.sets.iter().filter(own).cloned());
     }
     sets.extend(extra.iter().cloned());
     sets

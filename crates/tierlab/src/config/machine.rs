@@ -93,6 +93,13 @@ knob_table! {
         /// longer as CPUs are busy. For `validate`'s stand-in of an emulated guest.
         shared_core: bool = false,
             path: TIERLAB, range: Range::Any, source: "tierlab validate (QEMU TCG round-robin)";
+        /// The CPUs take turns on one core as QEMU 7.2's TCG gives them under `-icount`,
+        /// instead of `shared_core`'s even share: one CPU runs at a time, in CPU order, until
+        /// the next timer deadline (a 250 Hz tick or a pending wake-up), until it halts, or
+        /// until its thread arms a timer (a pacing `clock_nanosleep`), which kicks every vCPU.
+        vcpu_turns: bool = false,
+            path: TIERLAB, range: Range::Any,
+            source: "QEMU 7.2 accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn, tcg-accel-ops-icount.c icount_get_limit, softmmu/cpus.c qemu_timer_notify_cb";
         /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.
         /// Off by default: it costs about a third of the simulator's speed.
         cache_kib: u32 = 0,

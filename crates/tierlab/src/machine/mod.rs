@@ -30,6 +30,8 @@ pub struct Machine {
     pub cost: CostTable,
     /// `machine.shared_core`: the CPUs take turns on one core.
     pub shared_core: bool,
+    /// `machine.vcpu_turns`: ... in QEMU 7.2's round-robin turns (sim/turns.rs).
+    pub vcpu_turns: bool,
 }
 
 impl Machine {
@@ -74,6 +76,7 @@ impl Machine {
             cycles_per_ns,
             cost: cfg.cost.clone(),
             shared_core: m.shared_core,
+            vcpu_turns: m.vcpu_turns,
         }
     }
 

@@ -114,7 +114,7 @@ impl Kernel {
 
     /// The CPU kswapd of node `n` runs on: an idle CPU of the node if any, else the node CPU
     /// furthest behind; a memory-only node's kswapd may run on any CPU.
-    fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
+    pub(crate) fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
         let all: Vec<u32>;
         let cands: &[u32] = if self.nodes[n].cpus.is_empty() {
             all = (0..m.cpus.len() as u32).collect();
@@ -126,7 +126,12 @@ impl Kernel {
             let c = **c;
             (
                 self.sched.rq[c as usize].busy(),
-                m.cpus[c as usize].clock,
+                // Under vcpu_turns the CPUs' clocks lag by their turns, not their load.
+                if m.vcpu_turns {
+                    0
+                } else {
+                    m.cpus[c as usize].clock
+                },
                 c,
             )
         };

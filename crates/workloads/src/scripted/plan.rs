@@ -49,13 +49,18 @@ pub(super) enum Pattern {
     },
 }
 
+/// A paced thread sleeps until the first slot of each batch of slots at least this long
+/// (ns), then makes the batch's accesses: the C program's `MIN_SLEEP_NS` (runtime.c).
+pub const PACE_BATCH_MIN_NS: u64 = 50_000;
+
 /// Loads and stores over `pages` pages from `start`.
 pub(super) struct Access {
     pub start: u64,
     pub pages: u64,
     pub pattern: Pattern,
     pub writes: Writes,
-    /// `Op::Pace` interval (ns) before each access.
+    /// Interval (ns) between access slots (`rate_per_s`); the thread paces in batches
+    /// (`PACE_BATCH_MIN_NS`).
     pub pace: Option<u32>,
     /// `Op::Compute` cycles between accesses, per workload thread (empty: none).
     pub gap: Vec<u32>,

@@ -445,9 +445,10 @@ fn rate_and_gap_control() {
         .iter()
         .position(|x| *x == Op::Mark(Mark::Phase(0)))
         .unwrap();
+    // 1 µs slots are paced in one batch of 50 (50 µs), as the C program sleeps.
+    assert_eq!(o[p0 + 1], Op::Pace(50_000));
     for k in 0..5 {
-        assert_eq!(o[p0 + 1 + 2 * k], Op::Pace(1000));
-        assert!(matches!(o[p0 + 2 + 2 * k], Op::Load(_)));
+        assert!(matches!(o[p0 + 2 + k], Op::Load(_)));
     }
     let p1 = o
         .iter()
@@ -654,4 +655,11 @@ fn scenario_files_build() {
         .unwrap_or_else(|e| panic!("{e}"));
         assert!(!w.phases.is_empty(), "{f}");
     }
+}
+
+#[test]
+fn pacing_batches_are_the_c_programs() {
+    let c = include_str!("c_program/runtime.c");
+    let want = format!("#define MIN_SLEEP_NS {}ULL", super::plan::PACE_BATCH_MIN_NS);
+    assert!(c.contains(&want), "runtime.c lost `{want}`");
 }
