@@ -201,12 +201,7 @@ impl Sim {
                 Some(c) => (Some(c), self.hw.cpus[c].clock),
                 None => match self.k.timers.next_at() {
                     Some(t) => (None, t),
-                    None => {
-                        return Err(SimError(format!(
-                            "deadlock: {} threads are waiting and none can run",
-                            self.k.sched.live_threads
-                        )))
-                    }
+                    None => return Err(self.deadlock()),
                 },
             };
             if self.max_cycles > 0 && now >= self.max_cycles {
@@ -225,17 +220,36 @@ impl Sim {
                     self.run_quantum(c, now + self.quantum);
                 }
             }
-            if let Some(e) = self.fatal.take() {
-                return Err(e);
-            }
-            if now >= last_report + self.sample_interval {
-                last_report = now;
-                progress(self.progress_fraction(now));
-            }
+            self.step_done(now, &mut last_report, progress)?;
         }
         self.finish();
         progress(1.0);
         Ok(())
+    }
+
+    /// After each step of a run loop: stop on a fatal error, else report progress now and
+    /// then.
+    fn step_done(
+        &mut self,
+        now: u64,
+        last_report: &mut u64,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<(), SimError> {
+        if let Some(e) = self.fatal.take() {
+            return Err(e);
+        }
+        if now >= *last_report + self.sample_interval {
+            *last_report = now;
+            progress(self.progress_fraction(now));
+        }
+        Ok(())
+    }
+
+    fn deadlock(&self) -> SimError {
+        SimError(format!(
+            "deadlock: {} threads are waiting and none can run",
+            self.k.sched.live_threads
+        ))
     }
 
     fn progress_fraction(&self, now: u64) -> f64 {

@@ -56,21 +56,10 @@ impl Sim {
                 // Every vCPU halted: the clock warps to the next deadline (icount sleep=off).
                 None => match self.next_wakeup(now) {
                     Some(t) => now = t,
-                    None => {
-                        return Err(SimError(format!(
-                            "deadlock: {} threads are waiting and none can run",
-                            self.k.sched.live_threads
-                        )))
-                    }
+                    None => return Err(self.deadlock()),
                 },
             }
-            if let Some(e) = self.fatal.take() {
-                return Err(e);
-            }
-            if now >= last_report + self.sample_interval {
-                last_report = now;
-                progress(self.progress_fraction(now));
-            }
+            self.step_done(now, &mut last_report, progress)?;
         }
         self.finish();
         progress(1.0);
