@@ -49,7 +49,7 @@ impl Sim {
                 .find(|&c| self.vcpu_runnable(c, now));
             match next {
                 Some(c) => {
-                    let end = self.turn_deadline(c, now, tick);
+                    let end = self.turn_deadline(now, tick);
                     now = now.max(self.run_turn(c, now, end));
                     last = c;
                 }
@@ -90,7 +90,8 @@ impl Sim {
             || (self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock <= t)
     }
 
-    /// The earliest wake-up after `t`: a timer event, or a CPU's pacing slot.
+    /// The earliest wake-up after `t`: a timer event, or a CPU's pacing slot (a CPU whose
+    /// clock is past `t` with a thread on it is waiting for its thread's slot).
     fn next_wakeup(&self, t: u64) -> Option<u64> {
         let slots = (0..self.hw.cpus.len())
             .filter(|&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
@@ -98,19 +99,11 @@ impl Sim {
         self.k.timers.next_at().into_iter().chain(slots).min()
     }
 
-    /// When a turn of CPU `c` from `t` must end: the machine's next timer deadline
-    /// (icount_get_limit): the next tick, timer event or other CPU's pacing slot.
-    fn turn_deadline(&self, c: usize, t: u64, tick: u64) -> u64 {
+    /// When a turn from `t` must end: the machine's next timer deadline (icount_get_limit),
+    /// the next tick or the next wake-up.
+    fn turn_deadline(&self, t: u64, tick: u64) -> u64 {
         let next_tick = (t / tick + 1) * tick;
-        let others = (0..self.hw.cpus.len())
-            .filter(|&d| d != c && self.k.sched.rq[d].current != NIL && self.hw.cpus[d].clock > t)
-            .map(|d| self.hw.cpus[d].clock);
-        self.k
-            .timers
-            .next_at()
-            .into_iter()
-            .chain(others)
-            .fold(next_tick, u64::min)
+        self.next_wakeup(t).map_or(next_tick, |w| w.min(next_tick))
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
