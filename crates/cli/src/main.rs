@@ -154,6 +154,18 @@ enum Command {
         /// PTEs each region had made PROT_NONE, the regions skipped and why.
         #[arg(long)]
         scan_trace: bool,
+        /// Trace this in the guest's compared run (repeatable): a tracepoint SUBSYSTEM/EVENT
+        /// (vmscan/mm_vmscan_kswapd_wake), with a filter ('sched/sched_switch if prev_comm ==
+        /// "kswapd0"') or as a trigger only ('vmscan/mm_vmscan_kswapd_wake trigger
+        /// enable_event:sched:sched_switch:1'), or a kprobe as kprobe_events takes it
+        /// ('r:tl/prep migrate_misplaced_folio_prepare rc=$retval:s32'). The ring buffers (4 MiB
+        /// per CPU) come out of the guest's memory, and the stand-in holds them too. Needs
+        /// --trace-out.
+        #[arg(long, value_name = "SPEC", requires = "trace_out")]
+        trace: Vec<String>,
+        /// Write the guest's raw ftrace (trace_clock mono) to FILE; one scenario only.
+        #[arg(long, value_name = "FILE")]
+        trace_out: Option<PathBuf>,
     },
 }
 
@@ -334,6 +346,11 @@ fn validate_cmd(
     if scenarios.len() > 1 && args.json.is_some() {
         return Err("validate: --json takes one scenario (run the others one at a time)".into());
     }
+    if scenarios.len() > 1 && args.trace_out.is_some() {
+        return Err(
+            "validate: --trace-out takes one scenario (run the others one at a time)".into(),
+        );
+    }
     let mut cols = Vec::new();
     for (i, scenario) in scenarios.iter().enumerate() {
         if scenarios.len() > 1 {
@@ -427,6 +444,8 @@ fn main() -> ExitCode {
             json,
             seeds,
             scan_trace,
+            trace,
+            trace_out,
         } => validate_cmd(
             scenarios,
             validate::command::ValidateArgs {
@@ -442,6 +461,8 @@ fn main() -> ExitCode {
                 timeout_s: timeout,
                 seeds,
                 scan_trace,
+                trace,
+                trace_out,
             },
         ),
     };

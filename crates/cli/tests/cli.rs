@@ -137,3 +137,42 @@ fn reproduce_list_names_every_reproduction() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("migrc") && err.contains("tpp"), "{err}");
 }
+
+#[test]
+fn validate_refuses_a_bad_trace_request_before_booting() {
+    let stderr = |o: std::process::Output| {
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    let uniform = "scenarios/validate/uniform.toml";
+    let e = stderr(tierlab(&[
+        "validate",
+        uniform,
+        "--trace",
+        "vmscan",
+        "--trace-out",
+        "/tmp/never.trace",
+    ]));
+    assert!(e.contains("--trace \"vmscan\""), "{e}");
+    let e = stderr(tierlab(&[
+        "validate",
+        uniform,
+        uniform,
+        "--trace",
+        "vmscan/mm_vmscan_kswapd_wake",
+        "--trace-out",
+        "/tmp/never.trace",
+    ]));
+    assert!(e.contains("--trace-out takes one scenario"), "{e}");
+    let e = stderr(tierlab(&[
+        "validate",
+        uniform,
+        "--trace",
+        "vmscan/mm_vmscan_kswapd_wake",
+        "--trace-out",
+        "/nonexistent-dir/x.trace",
+    ]));
+    assert!(e.contains("--trace-out /nonexistent-dir/x.trace"), "{e}");
+    let e = stderr(tierlab(&["validate", uniform, "--trace", "vmscan/x"]));
+    assert!(e.contains("--trace-out"), "{e}");
+}

@@ -48,6 +48,10 @@ pub struct ValidateArgs {
     pub seeds: u32,
     /// Trace the NUMA scanner on both sides and print it pass by pass.
     pub scan_trace: bool,
+    /// Tracepoints and kprobes to trace in the guest (`ftrace::user_probes`).
+    pub trace: Vec<String>,
+    /// Where the guest's raw trace goes (each seed's after a `# tierlab` header line).
+    pub trace_out: Option<PathBuf>,
 }
 
 /// The scenario's knobs as the guest's sysctl and sysfs writes. Knobs with no upstream
@@ -289,6 +293,14 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     }
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
     let seeds = seed_list(cfg.scenario.seed, args.seeds)?;
+    let user_probes = ftrace::user_probes(&args.trace)?;
+    if args.trace_out.is_some() && args.trace.is_empty() && !args.scan_trace {
+        return Err("--trace-out: nothing to trace (add --trace SPEC or --scan-trace)".into());
+    }
+    if let Some(path) = &args.trace_out {
+        // Created now, so that a bad path fails before minutes of guest time.
+        std::fs::File::create(path).map_err(|e| format!("--trace-out {}: {e}", path.display()))?;
+    }
 
     // A first simulation sizes the guest's timeout.
     let estimate = simulate(args, &cfg, &[], &[])?;
@@ -358,7 +370,11 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         eprintln!("tierlab: stand-in charges {g}");
     }
     run.sysctls = sysctls;
-    run.ftrace = args.scan_trace.then(scan_trace::ftrace);
+    run.ftrace = match (args.scan_trace, args.trace.is_empty()) {
+        (true, _) => Some(scan_trace::ftrace().merged(&user_probes)),
+        (false, false) => Some(user_probes),
+        (false, true) => None,
+    };
     let mut runs = Vec::new();
     for (i, &seed) in seeds.iter().enumerate() {
         if seeds.len() > 1 {
@@ -449,6 +465,28 @@ fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), String> {
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// `--trace-out`: the guest's trace as the kernel printed it, after a header that says which
+/// run it is and how to find the program's time 0.
+fn append_trace(path: &Path, origin: &str, seed: u64, lines: &[String]) -> Result<(), String> {
+    use std::io::Write as _;
+    let err = |e: std::io::Error| format!("--trace-out {}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .map_err(err)?;
+    let mut w = std::io::BufWriter::new(file);
+    writeln!(
+        w,
+        "# tierlab validate {origin} seed {seed}: trace_clock mono; the program's t0 is the \
+         tracing_mark_write line 'tierlab main t0'"
+    )
+    .map_err(err)?;
+    for l in lines {
+        writeln!(w, "{l}").map_err(err)?;
+    }
+    w.flush().map_err(err)
+}
+
 /// One seed on both sides: the program (already in `run`) on the guest with the scenario's
 /// knobs, then the simulation with the same workload seed on the stand-in machine.
 #[allow(clippy::too_many_arguments)]
@@ -476,6 +514,13 @@ fn run_seed(
         }
     };
     let out = guest::run(machine, run, &mut |line| eprintln!("  guest: {line}")).map_err(label)?;
+    if let Some(path) = &args.trace_out {
+        append_trace(path, &origin, seed, &out.trace_lines).map_err(label)?;
+        eprintln!(
+            "tierlab: the guest's trace of seed {seed} is in {}",
+            path.display()
+        );
+    }
     let expected: Vec<Option<u32>> = machine.expected_tiers().into_iter().map(Some).collect();
     if out.tiers() != expected {
         eprintln!(
@@ -517,7 +562,7 @@ fn run_seed(
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
     let cmp = report::compare(&real, &sim, COUNTERS);
     let scan = match &run.ftrace {
-        Some(_) => {
+        Some(_) if args.scan_trace => {
             for e in &out.ftrace_errors {
                 eprintln!("tierlab: warning: the guest's ftrace: {e}");
             }
@@ -537,7 +582,7 @@ fn run_seed(
             let text = scan_trace::text(&real_passes, &sim_passes, &guest);
             Some((guest, text))
         }
-        None => None,
+        _ => None,
     };
     if several {
         let off = cmp.counters.iter().filter(|c| !c.ok).count();

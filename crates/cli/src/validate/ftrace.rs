@@ -17,6 +17,11 @@ pub struct Ftrace {
     pub kprobes: Vec<String>,
     /// Events to enable, as `SUBSYSTEM/EVENT` under events/ (a kprobe's `GROUP/NAME` too).
     pub events: Vec<String>,
+    /// (`SUBSYSTEM/EVENT`, filter expression) for the event's `filter` file.
+    pub filters: Vec<(String, String)>,
+    /// (`SUBSYSTEM/EVENT`, trigger command) for the event's `trigger` file; the event itself
+    /// stays off unless enabled too (a trigger puts it in soft mode).
+    pub triggers: Vec<(String, String)>,
     /// Per-CPU ring buffer, KiB.
     pub buffer_kib: u32,
 }
@@ -40,6 +45,15 @@ impl Ftrace {
         for k in &self.kprobes {
             s += &format!("tl_trace kprobe_events {}\n", super::guest::sh_quote(k));
         }
+        for (e, f) in &self.filters {
+            s += &format!("tl_trace events/{e}/filter {}\n", super::guest::sh_quote(f));
+        }
+        for (e, t) in &self.triggers {
+            s += &format!(
+                "tl_trace events/{e}/trigger {}\n",
+                super::guest::sh_quote(t)
+            );
+        }
         for e in &self.events {
             s += &format!("tl_trace events/{e}/enable 1\n");
         }
@@ -54,6 +68,96 @@ impl Ftrace {
             "echo 0 > {TRACING}/tracing_on\n\
              sed 's/^/{LINE_PREFIX}/' {TRACING}/trace > /dev/ttyS1\n"
         )
+    }
+}
+
+/// The probes `validate --trace SPEC` adds: a tracepoint as `SUBSYSTEM/EVENT` (a name under
+/// tracing/events/), optionally `SUBSYSTEM/EVENT if FILTER` (the event's filter file) or
+/// `SUBSYSTEM/EVENT trigger COMMAND` (its trigger file, Documentation/trace/events.rst; the
+/// event is not enabled by this form), or a kprobe line as kprobe_events takes it
+/// (`p:[GROUP/]NAME SYMBOL [ARGS]`, `r:` for the return), whose event is enabled too (GROUP
+/// defaults to `kprobes`).
+pub fn user_probes(specs: &[String]) -> Result<Ftrace, String> {
+    let mut f = Ftrace {
+        buffer_kib: 4096,
+        ..Ftrace::default()
+    };
+    for spec in specs {
+        let bad = |why: &str| format!("--trace {spec:?}: {why}");
+        let spec = spec.trim();
+        if let Some(rest) = spec.strip_prefix("p:").or_else(|| spec.strip_prefix("r:")) {
+            let name = rest.split_whitespace().next().unwrap_or("");
+            if rest.split_whitespace().nth(1).is_none() {
+                return Err(bad(
+                    "a kprobe needs a name and a symbol: p:NAME SYMBOL [ARGS]",
+                ));
+            }
+            let event = match name.split_once('/') {
+                Some((g, n)) if is_name(g) && is_name(n) => format!("{g}/{n}"),
+                None if is_name(name) => format!("kprobes/{name}"),
+                _ => return Err(bad("the probe's [GROUP/]NAME must be letters, digits or _")),
+            };
+            f.kprobes.push(spec.to_string());
+            f.events.push(event);
+        } else {
+            let (event, rest) = spec.split_once(' ').unwrap_or((spec, ""));
+            let rest = rest.trim();
+            match event.split_once('/') {
+                Some((s, e)) if is_name(s) && is_name(e) => {
+                    if rest.is_empty() {
+                        f.events.push(event.to_string());
+                    } else if let Some(filter) = rest.strip_prefix("if ") {
+                        f.filters
+                            .push((event.to_string(), filter.trim().to_string()));
+                        f.events.push(event.to_string());
+                    } else if let Some(cmd) = rest.strip_prefix("trigger ") {
+                        f.triggers.push((event.to_string(), cmd.trim().to_string()));
+                    } else {
+                        return Err(bad(
+                            "after the event, expected `if FILTER` or `trigger COMMAND`",
+                        ));
+                    }
+                }
+                _ => return Err(bad(
+                    "expected a tracepoint SUBSYSTEM/EVENT (e.g. vmscan/mm_vmscan_kswapd_wake) \
+                         or a kprobe p:NAME SYMBOL [ARGS]",
+                )),
+            }
+        }
+    }
+    Ok(f)
+}
+
+/// A name ftrace accepts for a group, event or tracepoint (no path tricks, no spaces).
+fn is_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Ftrace {
+    /// Both sets of probes, each once; the larger ring buffer.
+    pub fn merged(mut self, other: &Ftrace) -> Ftrace {
+        for k in &other.kprobes {
+            if !self.kprobes.contains(k) {
+                self.kprobes.push(k.clone());
+            }
+        }
+        for e in &other.events {
+            if !self.events.contains(e) {
+                self.events.push(e.clone());
+            }
+        }
+        for f in &other.filters {
+            if !self.filters.contains(f) {
+                self.filters.push(f.clone());
+            }
+        }
+        for t in &other.triggers {
+            if !self.triggers.contains(t) {
+                self.triggers.push(t.clone());
+            }
+        }
+        self.buffer_kib = self.buffer_kib.max(other.buffer_kib);
+        self
     }
 }
 
@@ -194,10 +298,63 @@ mod tests {
     }
 
     #[test]
+    fn user_probes_enable_tracepoints_and_kprobes_and_refuse_the_rest() {
+        let specs: Vec<String> = [
+            "vmscan/mm_vmscan_kswapd_wake",
+            "r:tierlab/prep migrate_misplaced_folio_prepare rc=$retval:s32",
+            "p:bal balance_pgdat",
+            "sched/sched_switch if prev_comm == \"exe\" && prev_state != 1",
+            "vmscan/mm_vmscan_kswapd_wake trigger enable_event:sched:sched_switch:1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let f = user_probes(&specs).unwrap();
+        assert_eq!(f.kprobes.len(), 2);
+        assert_eq!(
+            f.events,
+            [
+                "vmscan/mm_vmscan_kswapd_wake",
+                "tierlab/prep",
+                "kprobes/bal",
+                "sched/sched_switch"
+            ]
+        );
+        assert_eq!(f.filters[0].1, "prev_comm == \"exe\" && prev_state != 1");
+        assert_eq!(
+            f.triggers,
+            [(
+                "vmscan/mm_vmscan_kswapd_wake".to_string(),
+                "enable_event:sched:sched_switch:1".to_string()
+            )]
+        );
+        let script = f.setup_script();
+        assert!(script.contains(
+            "tl_trace events/vmscan/mm_vmscan_kswapd_wake/trigger 'enable_event:sched:sched_switch:1'"
+        ));
+        let only = user_probes(&specs[4..]).unwrap();
+        assert!(only.events.is_empty() && only.triggers.len() == 1);
+        for bad in [
+            "vmscan",
+            "../x/enable",
+            "p:balance_pgdat",
+            "p:a/b/c sym",
+            "vm scan/x",
+            "sched/sched_switch when x",
+        ] {
+            assert!(user_probes(&[bad.to_string()]).is_err(), "{bad}");
+        }
+        let both = f.clone().merged(&f);
+        assert_eq!(both, f);
+    }
+
+    #[test]
     fn setup_quotes_probes_and_reports_failures() {
         let f = Ftrace {
             kprobes: vec!["p:tierlab/x change_prot_numa start=%si:x64".into()],
             events: vec!["sched/sched_skip_vma_numa".into()],
+            filters: vec![],
+            triggers: vec![],
             buffer_kib: 4096,
         };
         let s = f.setup_script();

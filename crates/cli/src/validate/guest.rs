@@ -980,6 +980,11 @@ tl_set() {
     for (path, value) in sysctls {
         s += &format!("tl_set {} {}\n", sh_quote(path), sh_quote(value));
     }
+    // Before the nodes' memory is read: the ring buffers come out of each CPU's node, and the
+    // stand-in must hold them as the guest does.
+    if let Some(f) = ftrace {
+        s += &f.setup_script();
+    }
     s += r#"for n in /sys/devices/system/node/node[0-9]*; do
   echo "TIERLAB-NODE id=${n##*/node} memtotal_kb=$(awk '/MemTotal/ {print $4}' $n/meminfo) memfree_kb=$(awk '/MemFree/ {print $4}' $n/meminfo) cpus=$(cat $n/cpulist) distance=$(tr -s ' ' ',' < $n/distance)"
 done
@@ -990,9 +995,6 @@ dmesg | grep -E 'acpi/hmat|memory-tier|memory_tier' | sed 's/^/TIERLAB-DMESG /'
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 cd /tierlab
 "#;
-    if let Some(f) = ftrace {
-        s += &f.setup_script();
-    }
     s += "echo \"TIERLAB-RUN uptime=$(tl_up)\"\n";
     s += &sh_quote(program);
     for a in args {

@@ -32,6 +32,7 @@ pub fn ftrace() -> Ftrace {
             "vmscan/mm_vmscan_wakeup_kswapd".into(),
         ],
         buffer_kib: 4096,
+        ..Ftrace::default()
     }
 }
 

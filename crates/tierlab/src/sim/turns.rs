@@ -14,7 +14,9 @@
 //!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
 //! sooner), and a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush
-//! IPI's sender keeps its turn while it waits.
+//! IPI's sender keeps its turn while it waits. Measured in the guest but not modelled yet: a
+//! thread behind its slot by more than its timer slack (50 µs) keeps its turn, since its
+//! timer is programmed at the minimum delta, and each tick's re-arm kicks the turn on.
 
 use super::{Sim, SimError};
 use crate::kernel::Event;
