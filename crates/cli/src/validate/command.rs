@@ -561,11 +561,11 @@ fn run_seed(
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
     let cmp = report::compare(&real, &sim, COUNTERS);
+    for e in &out.ftrace_errors {
+        eprintln!("tierlab: warning: the guest's ftrace: {e}");
+    }
     let scan = match &run.ftrace {
         Some(_) if args.scan_trace => {
-            for e in &out.ftrace_errors {
-                eprintln!("tierlab: warning: the guest's ftrace: {e}");
-            }
             let guest = scan_trace::from_guest(&ftrace::parse(&out.trace_lines)).map_err(label)?;
             let regions: Vec<scan_trace::Named> = workloads::build(cfg, &origin)
                 .map_err(|e| e.to_string())?

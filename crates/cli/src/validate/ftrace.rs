@@ -136,28 +136,21 @@ fn is_name(s: &str) -> bool {
 impl Ftrace {
     /// Both sets of probes, each once; the larger ring buffer.
     pub fn merged(mut self, other: &Ftrace) -> Ftrace {
-        for k in &other.kprobes {
-            if !self.kprobes.contains(k) {
-                self.kprobes.push(k.clone());
-            }
-        }
-        for e in &other.events {
-            if !self.events.contains(e) {
-                self.events.push(e.clone());
-            }
-        }
-        for f in &other.filters {
-            if !self.filters.contains(f) {
-                self.filters.push(f.clone());
-            }
-        }
-        for t in &other.triggers {
-            if !self.triggers.contains(t) {
-                self.triggers.push(t.clone());
-            }
-        }
+        union(&mut self.kprobes, &other.kprobes);
+        union(&mut self.events, &other.events);
+        union(&mut self.filters, &other.filters);
+        union(&mut self.triggers, &other.triggers);
         self.buffer_kib = self.buffer_kib.max(other.buffer_kib);
         self
+    }
+}
+
+/// Append what `into` lacks of `from`, in order.
+fn union<T: PartialEq + Clone>(into: &mut Vec<T>, from: &[T]) {
+    for x in from {
+        if !into.contains(x) {
+            into.push(x.clone());
+        }
     }
 }
 
