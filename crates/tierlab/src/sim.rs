@@ -92,9 +92,14 @@ pub struct Sim {
     turn_over: bool,
     /// `machine.vcpu_turns`: kswapd of each node has a step due, to run in its CPU's turn.
     kswapd_due: Vec<bool>,
+    /// `machine.vcpu_turns`: the timer the running thread's pacing sleep armed.
+    armed: turns::Armed,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
 }
+
+/// The timer slack every task inherits (init_task's timer_slack_ns, include/linux/sched.h).
+const TIMER_SLACK_NS: f64 = 50_000.0;
 
 impl Sim {
     /// Build the machine, boot the kernel's memory manager and place the workload's threads.
@@ -119,6 +124,7 @@ impl Sim {
             fatal: None,
             turn_over: false,
             kswapd_due: Vec::new(),
+            armed: turns::Armed::None,
             phase_stats: workload
                 .phases
                 .iter()
@@ -412,20 +418,32 @@ impl Sim {
                 }
                 Op::Pace(ns) => {
                     let interval = self.hw.ns_to_cycles(ns as f64).max(1);
+                    // Under vcpu_turns the sleep's timer fires at the slot plus the task's
+                    // timer slack (hrtimer_nanosleep: current->timer_slack_ns).
+                    let slack = if self.hw.vcpu_turns {
+                        self.hw.ns_to_cycles(TIMER_SLACK_NS)
+                    } else {
+                        0
+                    };
                     let t = &mut self.k.sched.threads[tid];
                     let cpu = &mut self.hw.cpus[c];
                     if t.pace_next == 0 {
                         t.pace_next = cpu.clock;
                     }
-                    if cpu.clock < t.pace_next {
-                        // Idle until the slot: not user time (finish_quantum subtracts it).
-                        cpu.idle_cycles += t.pace_next - cpu.clock;
-                        cpu.idle_until(t.pace_next);
-                    }
+                    let wake = t.pace_next + slack;
                     t.pace_next += interval;
+                    if cpu.clock < wake {
+                        // Idle until the timer: not user time (finish_quantum subtracts it).
+                        cpu.idle_cycles += wake - cpu.clock;
+                        cpu.idle_until(wake);
+                        self.armed = turns::Armed::Sleep(wake);
+                    } else {
+                        // Past the timer already: clockevents_program_event programs the
+                        // minimum delta, and the thread runs on once the interrupt is taken.
+                        self.armed = turns::Armed::MinDelta;
+                    }
                     if self.hw.vcpu_turns {
-                        // clock_nanosleep arms the earliest timer: QEMU kicks every vCPU
-                        // (qemu_timer_notify_cb → rr_kick_vcpu_thread), ending this turn.
+                        // Arming a timer may kick every vCPU (turns.rs decides); the turn ends.
                         stop = true;
                         self.turn_over = true;
                     }

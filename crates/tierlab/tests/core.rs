@@ -605,18 +605,21 @@ fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
 }
 
 #[test]
-fn vcpu_turns_leave_a_paced_thread_behind_schedule_one_batch_per_tick() {
-    // Thread 1 paces 50 batches of 100 µs of work into 50 µs slots, so it is always behind
-    // and each clock_nanosleep arms an expired timer, which ends its turn (QEMU's kick). With
-    // thread 0 busy on the other CPU, each of its turns then runs to the next 4 ms tick.
-    let ends = |turns: bool, busy: bool, slot_ns: u32| {
+fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by_cpu_order() {
+    // One thread paces 50 batches of 100 µs of work into 50 µs slots, so it falls behind by
+    // more than the 50 µs timer slack, and each clock_nanosleep arms a minimum-delta timer
+    // that kicks every vCPU. The other thread computes. QEMU's round continues from the
+    // kicker: the next vCPU's budget ends as the timer expires, the one after it runs to the
+    // next deadline. So the order of the CPUs decides who holds the machine.
+    let ends = |turns: bool, busy: bool, slot_ns: u32, paced_cpu: u32| {
         let mut threads = vec![];
         if busy {
-            threads.push((0, Placement::Pinned(0), vec![Op::Compute(100_000); 20_000]));
+            let cpu = Placement::Pinned(1 - paced_cpu);
+            threads.push((0, cpu, vec![Op::Compute(100_000); 20_000]));
         }
         let batch = (0..50).flat_map(|_| [Op::Pace(slot_ns), Op::Compute(220_000)]);
         let ops = batch.chain([Op::Mark(Mark::RoiEnd)]).collect();
-        threads.push((0, Placement::Pinned(1), ops));
+        threads.push((0, Placement::Pinned(paced_cpu), ops));
         let sets = [
             "machine.shared_core=true".to_string(),
             format!("machine.vcpu_turns={turns}"),
@@ -629,26 +632,33 @@ fn vcpu_turns_leave_a_paced_thread_behind_schedule_one_batch_per_tick() {
         let busy_runtime = busy.then(|| ms(sim.k.sched.threads[0].runtime));
         (ms(paced), busy_runtime, ms(sim.hw.end_cycles()))
     };
-    let (behind, busy_runtime, end) = ends(true, true, 50_000);
-    // Thread 0 has the first turn; the first clock_nanosleep (slot 0, now) ends thread 1's
-    // first turn at once; then one batch per tick: the 50th ends 100 µs after the 51st tick.
-    assert!((204.0..204.2).contains(&behind), "{behind} ms");
+    // Paced on CPU 1: after its kick the round goes on from CPU 0, whose budget ends at the
+    // timer; CPU 1, next, finds it expired and runs nothing; CPU 0 then runs to the 4 ms
+    // tick. Its first turn comes at the first tick and its first batch 50 µs of slack later;
+    // then one batch per tick: the 50th ends 100 µs after the 50th tick.
+    let (behind, busy_runtime, end) = ends(true, true, 50_000, 1);
+    assert!((200.05..200.15).contains(&behind), "{behind} ms");
     // The busy thread kept its CPU while waiting for its turns: all of it is run time.
     let busy_runtime = busy_runtime.unwrap();
     assert!(
         (end - busy_runtime).abs() < 0.01,
         "{busy_runtime} of {end} ms"
     );
-    // Alone, the turns pass straight back to it; with an even share it runs at half speed.
-    let (alone, _, _) = ends(true, false, 50_000);
-    assert!((4.9..5.1).contains(&alone), "{alone} ms");
-    let (even, _, _) = ends(false, true, 50_000);
+    // Paced on CPU 0: the kick's round goes on at CPU 1, whose budget ends at the timer, and
+    // the next round starts again at CPU 0: it holds the machine up to the 4 ms tick, which
+    // passes the turn to CPU 1 until the next one; its last 10 batches run from 8 ms.
+    let (first, _, _) = ends(true, true, 50_000, 0);
+    assert!((8.9..9.05).contains(&first), "{first} ms");
+    let (alone, _, _) = ends(true, false, 50_000, 1);
+    assert!((5.0..5.1).contains(&alone), "{alone} ms");
+    // With an even share instead of turns it runs at half speed.
+    let (even, _, _) = ends(false, true, 50_000, 1);
     assert!((9.9..10.2).contains(&even), "{even} ms");
-    // Ahead of schedule (5 ms slots, from its first turn at the 4 ms tick), its wake-ups are
-    // deadlines that end the busy CPU's turns, so each batch starts on its slot, not at
-    // the next tick: the 50th at 4 + 49 × 5 ms.
-    let (ahead, _, _) = ends(true, true, 5_000_000);
-    assert!((249.0..249.2).contains(&ahead), "{ahead} ms");
+    // Ahead of schedule (5 ms slots, from its first turn at the 4 ms tick), it sleeps to its
+    // slot plus the slack, a deadline that ends the busy CPU's turn: the 50th batch starts
+    // at 4 + 49 × 5 ms + 50 µs.
+    let (ahead, _, _) = ends(true, true, 5_000_000, 1);
+    assert!((249.1..249.2).contains(&ahead), "{ahead} ms");
 }
 
 #[test]

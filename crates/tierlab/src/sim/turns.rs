@@ -1,22 +1,28 @@
 //! `machine.vcpu_turns`: the CPUs run as QEMU 7.2's TCG runs a guest's vCPUs under `-icount`,
 //! one at a time on one instruction clock, turn by turn.
 //!
-//! The rules, read in QEMU 7.2 (accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn): the vCPUs
-//! take turns in CPU order, each continuing after the last; a halted vCPU is passed over
-//! (`cpu_can_run`). A turn may run every instruction up to the machine's next timer deadline
-//! (tcg-accel-ops-icount.c `icount_prepare_for_run` → `icount_get_limit`), and ends there,
-//! when the vCPU halts, or when any vCPU arms a timer earlier than every pending one
-//! (softmmu/cpus.c `qemu_timer_notify_cb` → `rr_kick_vcpu_thread` kicks every vCPU). The
-//! deadlines are the guest's ticks, its threads' wake-ups and pacing slots, and kswapd's timed
-//! sleeps. Time a vCPU spends waiting for its turn still runs on the guest's clock, so a
-//! thread that was running when its turn ended accrues it as run time (`sum_exec_runtime`);
-//! a vCPU that halted accrues idle time, since its wake-up interrupt is taken in its next turn.
+//! The rules, read in QEMU 7.2 (accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn) and checked
+//! against ftrace in the guest (`validate --trace`): the vCPUs take turns in CPU order; a
+//! halted vCPU is passed over. A turn may run every instruction up to the machine's next
+//! timer deadline (tcg-accel-ops-icount.c `icount_prepare_for_run` → `icount_get_limit`), and
+//! ends there, when the vCPU halts, or at a kick: arming a timer earlier than every pending
+//! one (softmmu/cpus.c `qemu_timer_notify_cb` → `rr_kick_vcpu_thread`) sets every vCPU's
+//! `exit_request`, so the next vCPU in order starts a new round. A paced thread's
+//! `clock_nanosleep` arms its slot plus the 50 µs timer slack; one already past that gets a
+//! minimum-delta timer, so the next vCPU runs no instructions (its budget ends at once), the
+//! one after it runs to the next deadline, and the thread itself runs on when the round
+//! comes back to it. The deadlines are the guest's ticks, its threads' wake-ups and pacing
+//! timers, and kswapd's timed sleeps. Time a vCPU spends waiting for its turn still runs on
+//! the guest's clock, so a thread that was running when its turn ended accrues it as run
+//! time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
-//! sooner), and a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush
-//! IPI's sender keeps its turn while it waits. Measured in the guest but not modelled yet: a
-//! thread behind its slot by more than its timer slack (50 µs) keeps its turn, since its
-//! timer is programmed at the minimum delta, and each tick's re-arm kicks the turn on.
+//! sooner); a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush IPI's
+//! sender keeps its turn while it waits. And who holds the turn after a tick is simplified:
+//! here the next vCPU in order runs to the next deadline; in QEMU it finds the tick's timer
+//! expired and runs nothing, the one after it runs, and each tick handler's re-arm may kick
+//! again, in an order set by nanoseconds of rounding between the vCPUs' deadlines (in the
+//! guest kswapd held 17 of 24 ticks in one run and every tick in another).
 
 use super::{Sim, SimError};
 use crate::kernel::Event;
@@ -26,15 +32,45 @@ use crate::mm::page::NIL;
 /// Busy CPUs tick on the same jiffy boundaries (tick_sched_timer without skew_tick).
 const GUEST_HZ: f64 = 250.0;
 
+/// A minimum-delta timer a thread armed: pending (the next vCPU to run gets the few
+/// instructions before it expires), or expired and not yet taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MinDelta {
+    None,
+    Pending,
+    Expired,
+}
+
+/// The timer a paced thread's `clock_nanosleep` armed in its CPU's turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Armed {
+    None,
+    /// The thread sleeps until this time (its slot plus the timer slack).
+    Sleep(u64),
+    /// The slot and slack had passed: the timer is programmed at the minimum delta
+    /// (clockevents_program_event), and the thread runs on once it is taken.
+    MinDelta,
+}
+
 impl Sim {
-    /// `run` under `machine.vcpu_turns`.
+    /// `run` under `machine.vcpu_turns`: rr_cpu_thread_fn's loop. A round runs the vCPUs in
+    /// CPU order from where the last one stopped (from the first after a full pass), each
+    /// with a budget up to the next timer deadline, and ends early at a vCPU whose
+    /// exit_request a kick has set: that vCPU starts the next round. A kick
+    /// (qemu_timer_notify_cb → rr_kick_vcpu_thread) sets every vCPU's exit_request and
+    /// happens when a vCPU arms a timer earlier than every pending one: here a pacing sleep's
+    /// timer, or a minimum-delta one. The ticks' re-arms kick too, in an order set by
+    /// nanoseconds of rounding between the vCPUs' deadlines; that is not modelled: a tick ends
+    /// the running turn as a deadline and the round goes on.
     pub(super) fn run_turns(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         let mut now = 0u64;
-        let mut last = ncpus - 1;
         let mut last_report = 0u64;
+        let mut start: Option<usize> = None;
+        let mut exit_request = vec![false; ncpus];
+        let mut min_delta = MinDelta::None;
         loop {
             if self.k.sched.live_threads == 0 {
                 break;
@@ -46,26 +82,74 @@ impl Sim {
             if let Some(e) = self.fatal.take() {
                 return Err(e);
             }
-            let next = (1..=ncpus)
-                .map(|i| (last + i) % ncpus)
-                .find(|&c| self.vcpu_runnable(c, now));
-            match next {
-                Some(c) => {
-                    let end = self.turn_deadline(now, tick);
-                    now = now.max(self.run_turn(c, now, end));
-                    last = c;
+            // icount_handle_deadline takes an expired timer at the start of a round.
+            if min_delta == MinDelta::Expired {
+                min_delta = MinDelta::None;
+            }
+            let full_pass = start.is_none();
+            let mut ran = false;
+            let mut cur = Some(start.unwrap_or(0));
+            while let Some(c) = cur {
+                if exit_request[c] {
+                    break;
                 }
+                let runnable = self.vcpu_runnable(c, now);
+                if min_delta == MinDelta::Expired {
+                    // Its budget is zero: icount_prepare_for_run takes the timer instead.
+                    min_delta = MinDelta::None;
+                    ran = true;
+                } else if runnable && min_delta == MinDelta::Pending {
+                    // Its budget ends where the timer expires, a few instructions away.
+                    min_delta = MinDelta::Expired;
+                    ran = true;
+                } else if runnable {
+                    ran = true;
+                    let end = self.turn_deadline(now, tick);
+                    self.armed = Armed::None;
+                    now = now.max(self.run_turn(c, now, end));
+                    match self.armed {
+                        Armed::Sleep(wake) if wake < self.deadline_besides(c, now, tick) => {
+                            kick(&mut exit_request, c)
+                        }
+                        Armed::MinDelta => {
+                            kick(&mut exit_request, c);
+                            min_delta = MinDelta::Pending;
+                        }
+                        _ => {}
+                    }
+                }
+                cur = (c + 1 < ncpus).then_some(c + 1);
+            }
+            if let Some(c) = cur {
+                exit_request[c] = false;
+            }
+            start = cur;
+            if !ran && full_pass && cur.is_none() {
                 // Every vCPU halted: the clock warps to the next deadline (icount sleep=off).
-                None => match self.next_wakeup(now) {
+                match self.next_wakeup(now) {
                     Some(t) => now = t,
                     None => return Err(self.deadlock()),
-                },
+                }
             }
             self.step_done(now, &mut last_report, progress)?;
         }
         self.finish();
         progress(1.0);
         Ok(())
+    }
+
+    /// The earliest pending deadline after `t` other than CPU `c`'s own pacing timer.
+    fn deadline_besides(&self, c: usize, t: u64, tick: u64) -> u64 {
+        let next_tick = (t / tick + 1) * tick;
+        let slots = (0..self.hw.cpus.len())
+            .filter(|&o| o != c && self.k.sched.rq[o].current != NIL && self.hw.cpus[o].clock > t)
+            .map(|o| self.hw.cpus[o].clock);
+        self.k
+            .timers
+            .next_at()
+            .into_iter()
+            .chain(slots)
+            .fold(next_tick, u64::min)
     }
 
     /// Timer events due by `t`; kswapd's steps wait for its CPU's turn.
@@ -148,4 +232,10 @@ impl Sim {
             cpu.clock
         }
     }
+}
+
+/// A kick: every vCPU's exit_request is set; the running one's is spent as it leaves.
+fn kick(exit_request: &mut [bool], running: usize) {
+    exit_request.fill(true);
+    exit_request[running] = false;
 }
