@@ -115,9 +115,10 @@ enum Command {
     /// first NUMA hint fault, since it varies between guest runs.
     /// Under TCG the stand-in's CPUs take turns on one core as QEMU 7.2 runs the vCPUs on
     /// one instruction clock (machine.vcpu_turns: each turn runs to the next timer deadline,
-    /// or until the vCPU halts or arms a timer). The guest's vCPUs interleave differently from
-    /// run to run, so the real counters vary between identical runs: use --seeds for a
-    /// spread. --json also records the stand-in's --set list, to rerun it with `run`.
+    /// or until the vCPU halts or arms the earliest timer, which passes the turn on). The
+    /// real counters move a little between identical runs, more with --trace (the probes
+    /// move every deadline) and between seeds: use --seeds for a spread. --json also records
+    /// the stand-in's --set list, to rerun it with `run`.
     Validate {
         /// Scripted scenario TOML file(s). With several (e.g. scenarios/validate/*.toml), each
         /// is validated in turn and a Markdown table with one column per scenario follows.

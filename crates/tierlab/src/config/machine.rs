@@ -96,7 +96,9 @@ knob_table! {
         /// The CPUs take turns on one core as QEMU 7.2's TCG gives them under `-icount`,
         /// instead of `shared_core`'s even share: one CPU runs at a time, in CPU order, until
         /// the next timer deadline (a 250 Hz tick or a pending wake-up), until it halts, or
-        /// until its thread arms a timer (a pacing `clock_nanosleep`), which kicks every vCPU.
+        /// until its thread arms the earliest timer (a pacing `clock_nanosleep`, slot plus
+        /// 50 µs slack), which kicks every vCPU and starts a round at the next; a thread past
+        /// its slack arms a minimum-delta timer, whose kick leaves the next CPU no time.
         vcpu_turns: bool = false,
             path: TIERLAB, range: Range::Any,
             source: "QEMU 7.2 accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn, tcg-accel-ops-icount.c icount_get_limit, softmmu/cpus.c qemu_timer_notify_cb";
