@@ -351,6 +351,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             }
             sim_phases = calibration(&search.gaps())?;
         }
+        if !search.done() {
+            warn_unconverged("calibration");
+        }
     }
     let mut gaps = calibrate::gap_sets(&search.gaps());
     match ratio {
@@ -647,7 +650,20 @@ fn quiet_window_gaps(
             break;
         }
     }
+    if !search.done() {
+        warn_unconverged("quiet window");
+    }
     Ok(search.sets(workers))
+}
+
+/// The gap search ran out of runs: the stand-in's readers either keep up or all fall behind,
+/// with no gap between that gives the guest's run time per access (README, `hot_4t`).
+fn warn_unconverged(what: &str) {
+    eprintln!(
+        "tierlab: warning: {what}: the stand-in's run time per access did not come within 2 % \
+         of the guest's in {GAP_SEARCH_RUNS} runs; its scans, paced by run time, will not come \
+         when the guest's do"
+    );
 }
 
 /// The stand-in's knobs for the calibration configuration: NUMA balancing and demotion off.
