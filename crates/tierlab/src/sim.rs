@@ -98,7 +98,7 @@ pub struct Sim {
     pub regions: Vec<crate::workload::RegionSpec>,
 }
 
-/// The timer slack every task inherits (init_task's timer_slack_ns, include/linux/sched.h).
+/// The timer slack every task inherits (init/init_task.c: .timer_slack_ns = 50000).
 const TIMER_SLACK_NS: f64 = 50_000.0;
 
 impl Sim {
