@@ -88,11 +88,10 @@ pub struct Sim {
     pub max_cycles: u64,
     pub sample_interval: u64,
     pub fatal: Option<SimError>,
-    /// `machine.vcpu_turns`: the running CPU's turn has ended (its thread armed a timer).
-    turn_over: bool,
     /// `machine.vcpu_turns`: kswapd of each node has a step due, to run in its CPU's turn.
     kswapd_due: Vec<bool>,
-    /// `machine.vcpu_turns`: the timer the running thread's pacing sleep armed.
+    /// `machine.vcpu_turns`: the timer the running thread's pacing sleep armed, which ends
+    /// its CPU's turn (None while the turn goes on).
     armed: turns::Armed,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
@@ -122,7 +121,6 @@ impl Sim {
             max_cycles,
             sample_interval,
             fatal: None,
-            turn_over: false,
             kswapd_due: Vec::new(),
             armed: turns::Armed::None,
             phase_stats: workload
@@ -432,20 +430,22 @@ impl Sim {
                     }
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
-                    if cpu.clock < wake {
+                    let sleeps = cpu.clock < wake;
+                    if sleeps {
                         // Idle until the timer: not user time (finish_quantum subtracts it).
                         cpu.idle_cycles += wake - cpu.clock;
                         cpu.idle_until(wake);
-                        self.armed = turns::Armed::Sleep(wake);
-                    } else {
-                        // Past the timer already: clockevents_program_event programs the
-                        // minimum delta, and the thread runs on once the interrupt is taken.
-                        self.armed = turns::Armed::MinDelta;
                     }
                     if self.hw.vcpu_turns {
                         // Arming a timer may kick every vCPU (turns.rs decides); the turn ends.
+                        // Past the timer already, clockevents_program_event programs the
+                        // minimum delta, and the thread runs on once the interrupt is taken.
+                        self.armed = if sleeps {
+                            turns::Armed::Sleep(wake)
+                        } else {
+                            turns::Armed::MinDelta
+                        };
                         stop = true;
-                        self.turn_over = true;
                     }
                 }
                 Op::Sleep(ns) => {

@@ -104,11 +104,10 @@ impl Sim {
                     ran = true;
                 } else if runnable {
                     ran = true;
-                    let end = self.turn_deadline(now, tick);
-                    self.armed = Armed::None;
+                    let end = self.turn_deadline(now, tick, None);
                     now = now.max(self.run_turn(c, now, end));
                     match self.armed {
-                        Armed::Sleep(wake) if wake < self.deadline_besides(c, now, tick) => {
+                        Armed::Sleep(wake) if wake < self.turn_deadline(now, tick, Some(c)) => {
                             kick(&mut exit_request, c)
                         }
                         Armed::MinDelta => {
@@ -138,20 +137,6 @@ impl Sim {
         Ok(())
     }
 
-    /// The earliest pending deadline after `t` other than CPU `c`'s own pacing timer.
-    fn deadline_besides(&self, c: usize, t: u64, tick: u64) -> u64 {
-        let next_tick = (t / tick + 1) * tick;
-        let slots = (0..self.hw.cpus.len())
-            .filter(|&o| o != c && self.k.sched.rq[o].current != NIL && self.hw.cpus[o].clock > t)
-            .map(|o| self.hw.cpus[o].clock);
-        self.k
-            .timers
-            .next_at()
-            .into_iter()
-            .chain(slots)
-            .fold(next_tick, u64::min)
-    }
-
     /// Timer events due by `t`; kswapd's steps wait for its CPU's turn.
     fn deliver_due(&mut self, t: u64) {
         while let Some((at, ev)) = self.k.timers.pop_due(t) {
@@ -176,20 +161,26 @@ impl Sim {
             || (self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock <= t)
     }
 
-    /// The earliest wake-up after `t`: a timer event, or a CPU's pacing slot (a CPU whose
-    /// clock is past `t` with a thread on it is waiting for its thread's slot).
-    fn next_wakeup(&self, t: u64) -> Option<u64> {
+    /// The wake-ups pending after `t`: timer events, and the pacing timers of CPUs other
+    /// than `except` (a CPU whose clock is past `t` with a thread on it waits for its slot).
+    fn wakeups(&self, t: u64, except: Option<usize>) -> impl Iterator<Item = u64> + '_ {
         let slots = (0..self.hw.cpus.len())
-            .filter(|&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
+            .filter(move |&c| Some(c) != except)
+            .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
             .map(|c| self.hw.cpus[c].clock);
-        self.k.timers.next_at().into_iter().chain(slots).min()
+        self.k.timers.next_at().into_iter().chain(slots)
     }
 
-    /// When a turn from `t` must end: the machine's next timer deadline (icount_get_limit),
-    /// the next tick or the next wake-up.
-    fn turn_deadline(&self, t: u64, tick: u64) -> u64 {
+    /// The earliest wake-up after `t`.
+    fn next_wakeup(&self, t: u64) -> Option<u64> {
+        self.wakeups(t, None).min()
+    }
+
+    /// The machine's next timer deadline after `t` (icount_get_limit): the next tick or the
+    /// next wake-up, leaving out CPU `except`'s own pacing timer.
+    fn turn_deadline(&self, t: u64, tick: u64, except: Option<usize>) -> u64 {
         let next_tick = (t / tick + 1) * tick;
-        self.next_wakeup(t).map_or(next_tick, |w| w.min(next_tick))
+        self.wakeups(t, except).fold(next_tick, u64::min)
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
@@ -216,8 +207,8 @@ impl Sim {
                 self.deliver_due(self.hw.cpus[c].clock);
             }
         }
-        self.turn_over = false;
-        while !self.turn_over
+        self.armed = Armed::None;
+        while self.armed == Armed::None
             && self.fatal.is_none()
             && self.k.sched.rq[c].current != NIL
             && self.hw.cpus[c].clock < end

@@ -13,7 +13,7 @@ use tierlab::workload::{advice, Backing, Op};
 
 use super::config::parse_prot;
 use super::phase_keys::{GapCycles, PhaseCfg, RandomCfg, RangeKeys};
-use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes};
+use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes, PACE_BATCH_MIN_NS};
 use super::{mix, PAGE};
 
 /// The phases, in definition order.
@@ -81,6 +81,7 @@ pub(super) fn plan(
                 pattern,
                 writes,
                 pace,
+                pace_batch: pace.map_or(1, |p| PACE_BATCH_MIN_NS.div_ceil(p as u64)),
                 gap: gap.clone(),
             })
         };

@@ -62,6 +62,8 @@ pub(super) struct Access {
     /// Interval (ns) between access slots (`rate_per_s`); the thread paces in batches
     /// (`PACE_BATCH_MIN_NS`).
     pub pace: Option<u32>,
+    /// Slots per pacing batch: PACE_BATCH_MIN_NS over the slot, rounded up (1 when unpaced).
+    pub pace_batch: u64,
     /// `Op::Compute` cycles between accesses, per workload thread (empty: none).
     pub gap: Vec<u32>,
 }

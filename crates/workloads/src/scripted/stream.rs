@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tierlab::workload::{Mark, Op, ThreadStream};
 
-use super::plan::{Access, Body, Pattern, Program, Writes, PACE_BATCH_MIN_NS};
+use super::plan::{Access, Body, Pattern, Program, Writes};
 use super::{mix, PAGE};
 
 /// Ops generated per `refill` (at least; the phase end markers may add a few).
@@ -71,9 +71,8 @@ impl Stream {
         if let Some(p) = a.pace {
             // As the C program: one clock_nanosleep per batch of slots at least
             // PACE_BATCH_MIN_NS long, until the batch's first slot.
-            let batch = PACE_BATCH_MIN_NS.div_ceil(p as u64);
-            if i.is_multiple_of(batch) {
-                out.push(Op::Pace((p as u64 * batch) as u32));
+            if i.is_multiple_of(a.pace_batch) {
+                out.push(Op::Pace((p as u64 * a.pace_batch) as u32));
             }
         }
         if let Some(&g) = a.gap.get(self.tid as usize) {
