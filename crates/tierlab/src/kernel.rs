@@ -30,7 +30,12 @@ pub enum Event {
     Sample,
     /// A sleeping thread wakes up.
     Wake(u32),
+    /// The vmstat worker of a CPU runs (mm/vmstat.c vmstat_update).
+    VmstatUpdate(u16),
 }
+
+/// The kernel's tick rate: Debian's linux-image-6.12 amd64 config has CONFIG_HZ=250.
+pub const CONFIG_HZ: u64 = 250;
 
 /// The timer queue: events fire in (cycle, sequence) order, so equal times keep the order in
 /// which they were armed.

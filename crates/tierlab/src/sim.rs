@@ -169,6 +169,7 @@ impl Sim {
         }
         sim.k.sched.live_threads = sim.k.sched.threads.len() as u32;
         sim.k.schedule(sample_interval, Event::Sample);
+        sim.k.start_vmstat_work(&sim.hw);
         Ok(sim)
     }
 
@@ -281,6 +282,7 @@ impl Sim {
             }
             Event::KswapdRun(node) => self.k.kswapd_run(&mut self.hw, node as usize, t),
             Event::Wake(tid) => self.k.thread_wake(&mut self.hw, tid as usize, t),
+            Event::VmstatUpdate(c) => self.k.vmstat_update(&mut self.hw, c as usize, t),
         }
     }
 

@@ -145,7 +145,8 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
 /// `--set` assignments that turn the scenario's machine into the stand-in for the emulated
 /// one. With the guest's nodes (as seen at /init), each node's capacity is the guest's
 /// MemTotal (what the kernel manages) and the memory its kernel already holds there
-/// (MemTotal − MemFree: image, memmap, slab, the initramfs) is reserved.
+/// (MemTotal − MemFree: image, memmap, slab, the initramfs) is reserved, except the free
+/// pages on the CPUs' per-CPU lists, which start on the stand-in's lists.
 pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<String> {
     let mut sets = vec![
         "machine.cpu_ghz=1.0".to_string(),
@@ -163,9 +164,25 @@ pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<
         sets.push(format!("machine.nodes.{n}.write_latency_ns=1.0"));
         if let Some(g) = guest_nodes.iter().find(|g| g.id as usize == n) {
             let total = g.memtotal_kib / 1024;
-            let held = g.memtotal_kib.saturating_sub(g.memfree_kib) / 1024;
+            let pcp_kib = g.pcp_count.iter().sum::<u64>() * 4;
+            let held =
+                (g.memtotal_kib.saturating_sub(g.memfree_kib)).saturating_sub(pcp_kib) / 1024;
             sets.push(format!("machine.nodes.{n}.capacity_mib={total}"));
             sets.push(format!("machine.nodes.{n}.reserved_mib={held}"));
+            let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+            if !g.pcp_count.is_empty() {
+                let cpus = cfg.machine.cpus as usize;
+                let (count, high) = (&g.pcp_count, &g.pcp_high);
+                let (count, high) = (
+                    &count[..count.len().min(cpus)],
+                    &high[..high.len().min(cpus)],
+                );
+                sets.push(format!(
+                    "machine.nodes.{n}.boot_pcp_count=[{}]",
+                    list(count)
+                ));
+                sets.push(format!("machine.nodes.{n}.boot_pcp_high=[{}]", list(high)));
+            }
         }
     }
     sets
@@ -733,6 +750,9 @@ mod tests {
             id: 0,
             memtotal_kib: 218_352,
             memfree_kib: 190_000,
+            // 1,280 pages (5 MiB) free on CPU 0's and CPU 1's lists, none on CPU 2's.
+            pcp_count: vec![1_000, 280],
+            pcp_high: vec![1_200, 900, 500],
             cpus: "0-2".into(),
             distance: vec![10, 20],
             tier: Some(4),
@@ -744,9 +764,16 @@ mod tests {
             assert_eq!(a.node_is_toptier(n), b.node_is_toptier(n), "node {n}");
         }
         assert_eq!(stand_in.machine.cpu_ghz, 1.0);
-        // Node 0 as the guest saw it: MemTotal managed, MemTotal − MemFree held by the kernel.
+        // Node 0 as the guest saw it: MemTotal managed, MemTotal − MemFree held by the kernel
+        // but for the free pages on the per-CPU lists, which start on the stand-in's lists.
         assert_eq!(stand_in.machine.nodes[0].capacity_mib, 213);
-        assert_eq!(stand_in.machine.nodes[0].reserved_mib, 27);
+        assert_eq!(stand_in.machine.nodes[0].reserved_mib, 22);
+        assert_eq!(stand_in.machine.nodes[0].boot_pcp_count, vec![1_000, 280]);
+        assert_eq!(
+            stand_in.machine.nodes[0].boot_pcp_high,
+            vec![1_200, 900, 500]
+        );
+        assert!(stand_in.machine.nodes[1].boot_pcp_count.is_empty());
         assert_eq!(stand_in.machine.nodes[1].capacity_mib, 512);
         assert!(stand_in
             .machine

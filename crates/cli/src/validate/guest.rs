@@ -151,6 +151,10 @@ pub struct GuestNodeInfo {
     pub memtotal_kib: u64,
     /// MemFree when /init started, before any sysctl or the program ran.
     pub memfree_kib: u64,
+    /// Free pages on each CPU's per-CPU lists of the node's zones, and their `high` limits,
+    /// by CPU id, right after MemFree was read (`/proc/zoneinfo` pagesets; not in MemFree).
+    pub pcp_count: Vec<u64>,
+    pub pcp_high: Vec<u64>,
     /// /sys/devices/system/node/nodeN/cpulist.
     pub cpus: String,
     pub distance: Vec<u32>,
@@ -928,6 +932,13 @@ pub fn sysctl_path(key: &str) -> Result<String, String> {
 
 /// Where the program lives in the guest.
 const GUEST_DIR: &str = "/tierlab";
+/// /init's reader of /proc/zoneinfo's pagesets: a `TIERLAB-PCP` line per node and CPU, with
+/// `count` and `high` summed over the node's zones (only pageset lines end their key in ':').
+const PCP_AWK: &str = r#"$1 == "Node" { n = $2 + 0 } $1 == "cpu:" { c = $2 }
+  $1 == "count:" { count[n " " c] += $2 } $1 == "high:" { high[n " " c] += $2 }
+  END { for (k in count) { split(k, a, " "); print "TIERLAB-PCP node=" a[1] " cpu=" a[2] " count=" count[k] " high=" high[k] } }"#;
+/// CONFIG_NR_CPUS of Debian's amd64 kernel: a `TIERLAB-PCP` line for a higher CPU is garbage.
+const MAX_GUEST_CPUS: usize = 8192;
 
 /// A guest path for an extra file: relative ones under /tierlab, none under mounted-over
 /// directories.
@@ -988,7 +999,9 @@ tl_set() {
     s += r#"for n in /sys/devices/system/node/node[0-9]*; do
   echo "TIERLAB-NODE id=${n##*/node} memtotal_kb=$(awk '/MemTotal/ {print $4}' $n/meminfo) memfree_kb=$(awk '/MemFree/ {print $4}' $n/meminfo) cpus=$(cat $n/cpulist) distance=$(tr -s ' ' ',' < $n/distance)"
 done
-for t in /sys/devices/virtual/memory_tiering/memory_tier[0-9]*; do
+"#;
+    s += &format!("awk '{PCP_AWK}' /proc/zoneinfo\n");
+    s += r#"for t in /sys/devices/virtual/memory_tiering/memory_tier[0-9]*; do
   [ -d "$t" ] && echo "TIERLAB-TIER id=${t##*/memory_tier} nodes=$(cat $t/nodelist)"
 done
 dmesg | grep -E 'acpi/hmat|memory-tier|memory_tier' | sed 's/^/TIERLAB-DMESG /'
@@ -1399,6 +1412,8 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                     id,
                     memtotal_kib: get("memtotal_kb").and_then(|v| v.parse().ok()).unwrap_or(0),
                     memfree_kib: get("memfree_kb").and_then(|v| v.parse().ok()).unwrap_or(0),
+                    pcp_count: Vec::new(),
+                    pcp_high: Vec::new(),
                     cpus: get("cpus").unwrap_or_default(),
                     distance: get("distance")
                         .unwrap_or_default()
@@ -1407,6 +1422,25 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                         .collect(),
                     tier: None,
                 });
+            }
+            "TIERLAB-PCP" => {
+                let field = |k| get(k).and_then(|v| v.parse::<u64>().ok());
+                let (Some(id), Some(cpu)) = (field("node"), field("cpu")) else {
+                    continue;
+                };
+                let Some(n) = out.nodes.iter_mut().find(|n| n.id as u64 == id) else {
+                    continue;
+                };
+                let cpu = cpu as usize;
+                if cpu >= MAX_GUEST_CPUS {
+                    continue;
+                }
+                for (list, v) in [(&mut n.pcp_count, "count"), (&mut n.pcp_high, "high")] {
+                    if list.len() <= cpu {
+                        list.resize(cpu + 1, 0);
+                    }
+                    list[cpu] = field(v).unwrap_or(0);
+                }
             }
             "TIERLAB-TIER" => {
                 let Some(id) = get("id").and_then(|v| v.parse::<u32>().ok()) else {
@@ -1639,6 +1673,77 @@ type = "xsbench"
     }
 
     #[test]
+    fn init_reads_each_cpus_lists_summed_over_the_nodes_zones() {
+        let Some(busybox) = ["/bin/busybox", "/usr/bin/busybox"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+        else {
+            eprintln!("skipped: no busybox to run /init's awk with");
+            return;
+        };
+        // /proc/zoneinfo as 6.12 prints it (zoneinfo_show_print), cut to the lines that matter.
+        let zoneinfo = "\
+Node 0, zone      DMA
+  pages free     3808
+        min      17
+        high     25
+  pagesets
+    cpu: 0
+              count: 0
+              high:  0
+              batch: 1
+    cpu: 1
+              count: 2
+              high:  7
+              batch: 1
+Node 0, zone    DMA32
+  pages free     44632
+        high     339
+  pagesets
+    cpu: 0
+              count: 774
+              high:  1071
+              batch: 15
+    cpu: 1
+              count: 450
+              high:  1348
+              batch: 15
+Node 1, zone    DMA32
+  pagesets
+    cpu: 0
+              count: 949
+              high:  3234
+              batch: 31
+    cpu: 1
+              count: 114
+              high:  2641
+              batch: 31
+";
+        let file = std::env::temp_dir().join(format!("tierlab-zoneinfo-{}", std::process::id()));
+        std::fs::write(&file, zoneinfo).unwrap();
+        let out = std::process::Command::new(busybox)
+            .args(["awk", PCP_AWK])
+            .arg(&file)
+            .output()
+            .unwrap();
+        std::fs::remove_file(&file).ok();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            [
+                "TIERLAB-PCP node=0 cpu=0 count=774 high=1071",
+                "TIERLAB-PCP node=0 cpu=1 count=452 high=1355",
+                "TIERLAB-PCP node=1 cpu=0 count=949 high=3234",
+                "TIERLAB-PCP node=1 cpu=1 count=114 high=2641",
+            ]
+        );
+    }
+
+    #[test]
     fn parses_the_console_report() {
         let console = "\
 [    0.6] something
@@ -1648,6 +1753,9 @@ TIERLAB-SYSCTL /sys/kernel/mm/transparent_hugepage/enabled=never ok (reads alway
 TIERLAB-SYSCTL /proc/sys/vm/bogus=1 failed: sh: can't create /proc/sys/vm/bogus: nonexistent directory
 TIERLAB-NODE id=1 memtotal_kb=255672 cpus= distance=20,10
 TIERLAB-NODE id=0 memtotal_kb=218352 cpus=0 distance=10,20
+TIERLAB-PCP node=0 cpu=1 count=40 high=300
+TIERLAB-PCP node=0 cpu=0 count=12 high=200
+TIERLAB-PCP node=9 cpu=0 count=5 high=5
 TIERLAB-TIER id=26 nodes=1
 TIERLAB-TIER id=4 nodes=0
 TIERLAB-RUN uptime=2.00
@@ -1685,6 +1793,9 @@ TIERLAB-EXIT code=3 uptime=2.50
         assert_eq!(out.nodes[1].distance, vec![20, 10]);
         assert_eq!(out.nodes[0].memtotal_kib, 218352);
         assert_eq!(out.nodes[1].cpus, "");
+        assert_eq!(out.nodes[0].pcp_count, vec![12, 40]);
+        assert_eq!(out.nodes[0].pcp_high, vec![200, 300]);
+        assert!(out.nodes[1].pcp_count.is_empty());
         assert!(out.sysctls[0].ok && out.sysctls[0].detail == "2");
         assert_eq!(out.sysctls[1].detail, "always madvise [never]");
         assert!(!out.sysctls[2].ok && out.sysctls[2].detail.contains("nonexistent"));

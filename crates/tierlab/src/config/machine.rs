@@ -208,6 +208,19 @@ knob_table! {
             path: "/sys/devices/system/node/nodeN/meminfo (capacity - MemFree at boot)",
             range: Range::Int(0, u64::MAX),
             source: "tierlab: `tierlab validate` measures it in the guest";
+        /// Free pages already on each CPU's per-CPU list of the node when the workload
+        /// starts (per_cpu_pages.count), by CPU id; taken from the buddy allocator after
+        /// `reserved_mib`. Empty: every list starts empty.
+        boot_pcp_count: Vec<u32> = Vec::new(),
+            path: "/proc/zoneinfo (pagesets: count, summed over the node's zones)",
+            range: Range::Rule("at most one entry per CPU; the node keeps 16 MiB free"),
+            source: "tierlab: `tierlab validate` measures it in the guest";
+        /// Each CPU's per_cpu_pages.high on the node when the workload starts, by CPU id
+        /// (clamped to the pageset's high_min..high_max); empty or a missing CPU: high_min.
+        boot_pcp_high: Vec<u32> = Vec::new(),
+            path: "/proc/zoneinfo (pagesets: high, summed over the node's zones)",
+            range: Range::Rule("at most one entry per CPU"),
+            source: "mm/page_alloc.c zone_set_pageset_high_and_batch; tierlab validate";
     }
 }
 

@@ -303,3 +303,36 @@ fn renamed_and_on_off_knobs_keep_working() {
         "sub-tables are not knobs"
     );
 }
+
+#[test]
+fn boot_pcp_lists_fit_the_cpus_and_the_node() {
+    // 64 MiB: 16,384 pages, of which 12,288 may start on the lists (16 MiB stay free).
+    let ok = ["machine.nodes.0.boot_pcp_count=[6000, 6288]"];
+    assert!(load(BASE, &ok).is_ok());
+    let refused = [
+        (
+            "machine.nodes.0.boot_pcp_count=[6000, 6289]",
+            "boot_pcp_count",
+            "16 MiB",
+        ),
+        (
+            "machine.nodes.0.boot_pcp_count=[1, 2, 3]",
+            "boot_pcp_count",
+            "3 entries for 2 CPUs",
+        ),
+        (
+            "machine.nodes.0.boot_pcp_high=[1, 2, 3]",
+            "boot_pcp_high",
+            "3 entries for 2 CPUs",
+        ),
+    ];
+    for (set, key, why) in refused {
+        let e = load(BASE, &[set]).unwrap_err();
+        assert_eq!(
+            e.key_name(),
+            Some(format!("machine.nodes[0].{key}").as_str()),
+            "{set}: {e}"
+        );
+        assert!(e.to_string().contains(why), "{set}: {e}");
+    }
+}

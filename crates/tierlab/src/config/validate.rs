@@ -171,6 +171,32 @@ impl Config {
                     ),
                 );
             }
+            for (k, len) in [
+                ("boot_pcp_count", n.boot_pcp_count.len()),
+                ("boot_pcp_high", n.boot_pcp_high.len()),
+            ] {
+                if len > m.cpus as usize {
+                    return bad(
+                        &format!("machine.nodes[{i}].{k}"),
+                        format!("{len} entries for {} CPUs", m.cpus),
+                    );
+                }
+            }
+            let boot_pcp: u64 = n.boot_pcp_count.iter().map(|&c| c as u64).sum();
+            if (n.reserved_mib.saturating_add(16))
+                .saturating_mul(256)
+                .saturating_add(boot_pcp)
+                > n.capacity_mib.saturating_mul(256)
+            {
+                return bad(
+                    &format!("machine.nodes[{i}].boot_pcp_count"),
+                    format!(
+                        "{boot_pcp} pages on per-CPU lists and {} MiB reserved leave less than \
+                         16 MiB of the node's {} MiB",
+                        n.reserved_mib, n.capacity_mib
+                    ),
+                );
+            }
             let cpus = match parse_cpu_list(&n.cpus) {
                 Ok(c) => c,
                 Err(e) => return bad(&key, e),

@@ -74,6 +74,13 @@ impl Kernel {
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
             }
+            // Free pages already on the CPUs' lists when the workload starts (boot_pcp_*).
+            let node = &m.nodes[n];
+            for cpu in 0..node.boot_pcp_count.len().max(node.boot_pcp_high.len()) {
+                let count = node.boot_pcp_count.get(cpu).copied().unwrap_or(0);
+                let high = node.boot_pcp_high.get(cpu).copied().unwrap_or(0);
+                zone.fill_pcp(&mut frames, cpu, count, high);
+            }
         }
         let nnodes = m.nodes.len();
         let mut nodes = Vec::new();

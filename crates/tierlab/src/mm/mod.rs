@@ -25,3 +25,4 @@ pub mod shmem;
 pub mod swap;
 pub mod swapfile;
 pub mod vmscan;
+pub mod vmstat;

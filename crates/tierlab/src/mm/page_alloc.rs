@@ -130,6 +130,11 @@ pub struct PerCpuPages {
     pub alloc_factor: u8,
     /// pcp->free_count: consecutive frees (capped at batch << PCP_BATCH_SCALE_MAX).
     pub free_count: u32,
+    /// pcp->expire (CONFIG_NUMA): vmstat updates left before a remote pageset is drained.
+    pub expire: u8,
+    /// This CPU changed the zone's counters since its last vmstat update (a nonzero
+    /// vm_stat_diff): an allocation or a free of the zone's pages on it.
+    pub stat_diff: bool,
     pub list: ListHead,
 }
 
@@ -145,6 +150,8 @@ impl Default for PerCpuPages {
             batch: BOOT_PAGESET_BATCH,
             alloc_factor: 0,
             free_count: 0,
+            expire: 0,
+            stat_diff: false,
             list: ListHead::new(),
         }
     }
@@ -470,6 +477,7 @@ impl Zone {
         }
         let mut cycles = cost.pcp_alloc_cycles as u64;
         self.pcp[cpu].free_count >>= 1;
+        self.pcp[cpu].stat_diff = true;
         if self.pcp[cpu].list.is_empty() {
             let below_high = self.below_high;
             let batch = self.pcp[cpu].nr_pcp_alloc(below_high);
@@ -511,6 +519,7 @@ impl Zone {
         let (reclaim_active, below_high) = (self.reclaim_active, self.below_high);
         let pcp = &mut self.pcp[cpu];
         pcp.alloc_factor >>= 1;
+        pcp.stat_diff = true;
         frames.list_add(&mut pcp.list, pfn);
         {
             let p = frames.get_mut(pfn);
@@ -587,6 +596,57 @@ impl Zone {
             cycles += self.free_pcppages_bulk(frames, cpu, to_drain, now + cycles, cost);
         }
         cycles
+    }
+
+    /// The pages a CPU's pageset holds before the workload starts (machine.nodes[].boot_pcp_*):
+    /// `count` pages from buddy onto its list and `high` (clamped as nr_pcp_alloc clamps it).
+    /// Returns the pages moved.
+    pub fn fill_pcp(&mut self, frames: &mut FrameTable, cpu: usize, count: u32, high: u32) -> u32 {
+        let moved = self.rmqueue_bulk(frames, cpu, count);
+        let pcp = &mut self.pcp[cpu];
+        pcp.count += moved;
+        pcp.high = kclamp(high as i64, pcp.high_min as i64, pcp.high_max as i64) as u32;
+        moved
+    }
+
+    /// decay_pcp_high(), from the vmstat update of `cpu`: lower pcp->high by an eighth towards
+    /// high_min (never below count − batch << PCP_BATCH_SCALE_MAX) and free what lies above
+    /// it. Returns whether there is more to do and the cycles of the free.
+    pub fn decay_pcp_high(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        now: u64,
+        cost: &CostTable,
+    ) -> (bool, u64) {
+        let pcp = &mut self.pcp[cpu];
+        let (high_min, batch) = (pcp.high_min as i64, pcp.batch as i64);
+        let mut todo = false;
+        if pcp.high as i64 > high_min {
+            let high = pcp.high as i64;
+            let floor = pcp.count as i64 - (batch << PCP_BATCH_SCALE_MAX);
+            pcp.high = floor.max(high - (high >> 3)).max(high_min) as u32;
+            todo |= pcp.high as i64 > high_min;
+        }
+        let to_drain = pcp.count as i64 - pcp.high as i64;
+        let mut cycles = 0;
+        if to_drain > 0 {
+            cycles = self.free_pcppages_bulk(frames, cpu, to_drain as u32, now, cost);
+            todo = true;
+        }
+        (todo, cycles)
+    }
+
+    /// drain_zone_pages(): a remote pageset that expired frees up to a batch. Returns cycles.
+    pub fn drain_zone_pages(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        now: u64,
+        cost: &CostTable,
+    ) -> u64 {
+        let to_drain = self.pcp[cpu].count.min(self.pcp[cpu].batch);
+        self.free_pcppages_bulk(frames, cpu, to_drain, now, cost)
     }
 
     /// Sum of the pageset counts of all CPUs.

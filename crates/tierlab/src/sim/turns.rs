@@ -28,9 +28,9 @@ use super::{Sim, SimError};
 use crate::kernel::Event;
 use crate::mm::page::NIL;
 
-/// The guest kernel's tick rate: Debian's linux-image-6.12 amd64 config has CONFIG_HZ=250.
-/// Busy CPUs tick on the same jiffy boundaries (tick_sched_timer without skew_tick).
-const GUEST_HZ: f64 = 250.0;
+/// The guest kernel's tick rate (CONFIG_HZ). Busy CPUs tick on the same jiffy boundaries
+/// (tick_sched_timer without skew_tick).
+const GUEST_HZ: f64 = crate::kernel::CONFIG_HZ as f64;
 
 /// A minimum-delta timer a thread armed: pending (the next vCPU to run gets the few
 /// instructions before it expires), or expired and not yet taken.
