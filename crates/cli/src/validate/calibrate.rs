@@ -227,6 +227,9 @@ pub fn gap_sets(gaps: &[(usize, f64)]) -> Vec<String> {
 /// inside it (bisecting when the step leaves it).
 pub struct GapSearch {
     phases: Vec<GapPhase>,
+    /// The tried gaps that came closest: the largest relative error of a phase stepped in
+    /// that run, and every phase's gap.
+    best: Option<(f64, Vec<f64>)>,
 }
 
 /// One random phase's search.
@@ -276,7 +279,7 @@ impl GapSearch {
                 })
             })
             .collect();
-        GapSearch { phases }
+        GapSearch { phases, best: None }
     }
 
     /// The phase-wide gaps to try next: (phase index, ns).
@@ -324,6 +327,7 @@ impl GapSearch {
     /// returns (name, stand-in ns per access, guest ns per access) for each phase stepped.
     pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Vec<(String, f64, f64)> {
         let mut seen = Vec::new();
+        let tried: Vec<f64> = self.phases.iter().map(|p| p.gap).collect();
         for p in self.phases.iter_mut().filter(|p| !p.done) {
             let Some(got) = (sim_phases.iter())
                 .find(|s| s.0 == p.name && s.2 > 0)
@@ -351,7 +355,27 @@ impl GapSearch {
                 (p.lo + p.hi) / 2.0
             };
         }
+        let error = (seen.iter())
+            .map(|(_, got, want)| (got / want - 1.0).abs())
+            .fold(0.0, f64::max);
+        if !seen.is_empty() && self.best.as_ref().is_none_or(|(e, _)| error < *e) {
+            self.best = Some((error, tried));
+        }
         seen
+    }
+
+    /// A search that ran out of runs goes back to the gaps of its closest run (the step
+    /// after it was never tried, and where run time jumps from keeping up to falling
+    /// behind, no gap between may exist). Returns that run's largest relative error.
+    pub fn settle(&mut self) -> Option<f64> {
+        if self.done() {
+            return None;
+        }
+        let (error, gaps) = self.best.clone()?;
+        for (p, g) in self.phases.iter_mut().zip(gaps) {
+            p.gap = g;
+        }
+        Some(error)
     }
 }
 
