@@ -350,6 +350,12 @@ impl Sim {
     /// Run the current thread of `c` until its clock reaches `until` or it blocks or exits.
     fn run_quantum(&mut self, c: usize, until: u64) {
         let tid = self.k.sched.rq[c].current as usize;
+        if self.k.cpu_is_lazy(c) {
+            // Back from a pacing sleep: the idle task hands the mm back (switch_mm_irqs_off
+            // flushes if a flush skipped this CPU meanwhile).
+            let mm = self.k.sched.threads[tid].mm as usize;
+            self.k.switch_mm(&mut self.hw, c, mm);
+        }
         let mut buf = std::mem::take(&mut self.k.sched.threads[tid].buf);
         let mut pos = self.k.sched.threads[tid].pos;
         let mut accesses = 0u64;
@@ -448,6 +454,12 @@ impl Sim {
                             turns::Armed::MinDelta
                         };
                         stop = true;
+                        if sleeps {
+                            // The thread blocks and the idle task runs in lazy TLB mode, so a
+                            // flush meanwhile skips this CPU (should_flush_tlb). (Without turns
+                            // no other CPU runs during a sleep inside a quantum.)
+                            self.k.enter_lazy_tlb(c);
+                        }
                     }
                 }
                 Op::Sleep(ns) => {

@@ -662,6 +662,45 @@ fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by
 }
 
 #[test]
+fn a_thread_asleep_between_paced_batches_leaves_its_cpu_lazy_and_skipped_by_flushes() {
+    // Thread 0 (CPU 0) writes 16 pages, then reads them in batches paced 5 ms apart; thread 1
+    // (CPU 1, same process) computes for a while and then write-protects the pages, which
+    // flushes them from every CPU running the mm. Under turns thread 0 is asleep by then:
+    // its CPU runs the idle task in lazy TLB mode, the flush skips it (should_flush_tlb),
+    // and switch_mm_irqs_off flushes it when the thread comes back (run() checks that no
+    // stale entry is used). With an even share no sleep is seen from outside a quantum.
+    let tlb_irqs = |turns: bool| {
+        let mut paced = vec![anon_rw(BASE, 16)];
+        paced.extend((0..16).map(|i| Op::Store(BASE + i * PAGE)));
+        for _ in 0..3 {
+            paced.push(Op::Pace(5_000_000));
+            paced.extend((0..16).map(|i| Op::Load(BASE + i * PAGE)));
+        }
+        let protect = vec![
+            Op::Compute(2_000_000),
+            Op::Mprotect {
+                addr: BASE,
+                len: 16 * PAGE,
+                prot: prot::READ,
+            },
+        ];
+        let threads = vec![
+            (0, Placement::Pinned(0), paced),
+            (0, Placement::Pinned(1), protect),
+        ];
+        let sets = [
+            "machine.shared_core=true".to_string(),
+            format!("machine.vcpu_turns={turns}"),
+        ];
+        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        sim.hw.cpus[0].irq.tlb
+    };
+    assert_eq!(tlb_irqs(true), 0);
+    assert_eq!(tlb_irqs(false), 1);
+}
+
+#[test]
 fn a_shared_core_runs_busy_cpus_in_turn() {
     // Thread 0 computes 10 M cycles; thread 1 computes as much, or paces (1 % busy), or is
     // not there. On a shared core (QEMU's round-robin under -icount) two busy CPUs take
