@@ -611,42 +611,39 @@ impl Zone {
 
     /// decay_pcp_high(), from the vmstat update of `cpu`: lower pcp->high by an eighth towards
     /// high_min (never below count − batch << PCP_BATCH_SCALE_MAX) and free what lies above
-    /// it. Returns whether there is more to do and the cycles of the free.
+    /// it, holding the zone lock at `now`. (Its "more to do" result re-arms the worker, which
+    /// tierlab runs every second anyway.)
     pub fn decay_pcp_high(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
         now: u64,
         cost: &CostTable,
-    ) -> (bool, u64) {
+    ) {
         let pcp = &mut self.pcp[cpu];
         let (high_min, batch) = (pcp.high_min as i64, pcp.batch as i64);
-        let mut todo = false;
         if pcp.high as i64 > high_min {
             let high = pcp.high as i64;
             let floor = pcp.count as i64 - (batch << PCP_BATCH_SCALE_MAX);
             pcp.high = floor.max(high - (high >> 3)).max(high_min) as u32;
-            todo |= pcp.high as i64 > high_min;
         }
         let to_drain = pcp.count as i64 - pcp.high as i64;
-        let mut cycles = 0;
         if to_drain > 0 {
-            cycles = self.free_pcppages_bulk(frames, cpu, to_drain as u32, now, cost);
-            todo = true;
+            self.free_pcppages_bulk(frames, cpu, to_drain as u32, now, cost);
         }
-        (todo, cycles)
     }
 
-    /// drain_zone_pages(): a remote pageset that expired frees up to a batch. Returns cycles.
+    /// drain_zone_pages(): a remote pageset that expired frees up to a batch, holding the
+    /// zone lock at `now`.
     pub fn drain_zone_pages(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
         now: u64,
         cost: &CostTable,
-    ) -> u64 {
+    ) {
         let to_drain = self.pcp[cpu].count.min(self.pcp[cpu].batch);
-        self.free_pcppages_bulk(frames, cpu, to_drain, now, cost)
+        self.free_pcppages_bulk(frames, cpu, to_drain, now, cost);
     }
 
     /// Sum of the pageset counts of all CPUs.
