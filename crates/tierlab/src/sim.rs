@@ -93,6 +93,9 @@ pub struct Sim {
     /// `machine.vcpu_turns`: the timer the running thread's pacing sleep armed, which ends
     /// its CPU's turn (None while the turn goes on).
     armed: turns::Armed,
+    /// `machine.vcpu_turns`: the wake-up time of each CPU's thread that armed its sleep's
+    /// timer, kicked, and has yet to reach `schedule()` (0: none).
+    pending_wake: Vec<u64>,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
 }
@@ -123,6 +126,7 @@ impl Sim {
             fatal: None,
             kswapd_due: Vec::new(),
             armed: turns::Armed::None,
+            pending_wake: Vec::new(),
             phase_stats: workload
                 .phases
                 .iter()
@@ -439,13 +443,14 @@ impl Sim {
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
                     let sleeps = cpu.clock < wake;
-                    if sleeps {
+                    if sleeps && !self.hw.vcpu_turns {
                         // Idle until the timer: not user time (finish_quantum subtracts it).
                         cpu.idle_cycles += wake - cpu.clock;
                         cpu.idle_until(wake);
                     }
                     if self.hw.vcpu_turns {
-                        // Arming a timer may kick every vCPU (turns.rs decides); the turn ends.
+                        // Arming a timer may kick every vCPU before the thread reaches
+                        // schedule() (turns.rs decides, and puts it to sleep); the turn ends.
                         // Past the timer already, clockevents_program_event programs the
                         // minimum delta, and the thread runs on once the interrupt is taken.
                         self.armed = if sleeps {
@@ -454,12 +459,6 @@ impl Sim {
                             turns::Armed::MinDelta
                         };
                         stop = true;
-                        if sleeps {
-                            // The thread blocks and the idle task runs in lazy TLB mode, so a
-                            // flush meanwhile skips this CPU (should_flush_tlb). (Without turns
-                            // no other CPU runs during a sleep inside a quantum.)
-                            self.k.enter_lazy_tlb(c);
-                        }
                     }
                 }
                 Op::Sleep(ns) => {

@@ -662,6 +662,43 @@ fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by
 }
 
 #[test]
+fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
+    // One thread on CPU 0 runs 21 batches of 100 µs of work paced 1 ms apart (ahead of
+    // schedule); another computes on CPU 1. A sleep whose timer is the machine's earliest
+    // deadline kicks every vCPU from inside hrtimer_start, before the thread reaches
+    // schedule(); CPU 1 then runs to that deadline, and when CPU 0's turn comes back the timer
+    // has fired: the thread never slept, and the whole round was its run time. Alone on the
+    // machine, its run time is its work.
+    let run_time = |busy: bool| {
+        let mut paced = vec![];
+        for _ in 0..20 {
+            paced.extend([Op::Compute(220_000), Op::Pace(1_000_000)]);
+        }
+        paced.push(Op::Compute(220_000));
+        let mut threads = vec![(0, Placement::Pinned(0), paced)];
+        if busy {
+            // Small ops, so that its turns end within half a µs of their deadlines.
+            threads.push((0, Placement::Pinned(1), vec![Op::Compute(1_000); 100_000]));
+        }
+        let sets = [
+            "machine.shared_core=true",
+            "machine.vcpu_turns=true",
+            "sim.timeline_interval_ms=1000",
+        ];
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        sim.hw.cycles_to_s(sim.k.sched.threads[0].runtime) * 1e3
+    };
+    let alone = run_time(false);
+    assert!((2.09..2.11).contains(&alone), "{alone} ms");
+    // Beside the busy CPU the slots end at 0.1 ms + k ms + the 50 µs slack (k = 0..19), so the
+    // last batch ends at 19.25 ms. Four sleeps kicked nobody: those ending at 4.15, 8.15,
+    // 12.15 and 16.15 ms, armed 0.9 ms before, since a 4 ms tick came first; they slept. The
+    // rest, 19.25 − 4 × 0.9 ms, is run time.
+    let beside_busy = run_time(true);
+    assert!((15.64..15.66).contains(&beside_busy), "{beside_busy} ms");
+}
+
+#[test]
 fn a_thread_asleep_between_paced_batches_leaves_its_cpu_lazy_and_skipped_by_flushes() {
     // Thread 0 (CPU 0) writes 16 pages, then reads them in batches paced 5 ms apart; thread 1
     // (CPU 1, same process) computes for a while and then write-protects the pages, which

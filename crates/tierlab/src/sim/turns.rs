@@ -65,6 +65,7 @@ impl Sim {
     pub(super) fn run_turns(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
+        self.pending_wake = vec![0; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         let mut now = 0u64;
         let mut last_report = 0u64;
@@ -104,17 +105,36 @@ impl Sim {
                     ran = true;
                 } else if runnable {
                     ran = true;
+                    // Back from its kick, the thread reaches schedule(): the round it waited
+                    // for was its run time; it sleeps unless its timer fired meanwhile (then
+                    // the interrupt woke it first, and it runs on).
+                    let wake = std::mem::take(&mut self.pending_wake[c]);
+                    if wake != 0 {
+                        self.accrue_wait(c, now);
+                        if wake > now {
+                            self.sleep_until(c, wake);
+                            cur = (c + 1 < ncpus).then_some(c + 1);
+                            continue;
+                        }
+                    }
                     let end = self.turn_deadline(now, tick, None);
                     now = now.max(self.run_turn(c, now, end));
                     match self.armed {
-                        Armed::Sleep(wake) if wake < self.turn_deadline(now, tick, Some(c)) => {
-                            kick(&mut exit_request, c)
+                        Armed::Sleep(wake) => {
+                            if wake < self.turn_deadline(now, tick, Some(c)) {
+                                // The earliest timer kicks inside hrtimer_start, before the
+                                // thread calls schedule(): it stays on its CPU meanwhile.
+                                kick(&mut exit_request, c);
+                                self.pending_wake[c] = wake;
+                            } else {
+                                self.sleep_until(c, wake);
+                            }
                         }
                         Armed::MinDelta => {
                             kick(&mut exit_request, c);
                             min_delta = MinDelta::Pending;
                         }
-                        _ => {}
+                        Armed::None => {}
                     }
                 }
                 cur = (c + 1 < ncpus).then_some(c + 1);
@@ -168,7 +188,16 @@ impl Sim {
             .filter(move |&c| Some(c) != except)
             .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
             .map(|c| self.hw.cpus[c].clock);
-        self.k.timers.next_at().into_iter().chain(slots)
+        // Timers armed by kicked threads that have not reached schedule() yet.
+        let armed = (0..self.pending_wake.len())
+            .filter(move |&c| Some(c) != except && self.pending_wake[c] > t)
+            .map(|c| self.pending_wake[c]);
+        self.k
+            .timers
+            .next_at()
+            .into_iter()
+            .chain(slots)
+            .chain(armed)
     }
 
     /// The earliest wake-up after `t`.
@@ -186,18 +215,7 @@ impl Sim {
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
     /// the turn ended: where the CPU's clock stopped, or where it halted to wait.
     fn run_turn(&mut self, c: usize, t: u64, end: u64) -> u64 {
-        let cpu = &mut self.hw.cpus[c];
-        if cpu.clock < t {
-            let tid = self.k.sched.rq[c].current;
-            // Halted (or never ran) until now: idle; else its thread kept the CPU while the
-            // others ran, and the guest's clock counted that as the thread's run time.
-            if tid == NIL || cpu.clock == cpu.idle_to {
-                cpu.idle_until(t);
-            } else {
-                self.k.sched.threads[tid as usize].runtime += t - cpu.clock;
-                cpu.clock = t;
-            }
-        }
+        self.accrue_wait(c, t);
         if let Some(n) = self.kswapd_due_on(c) {
             while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
                 self.kswapd_due[n] = false;
@@ -222,6 +240,31 @@ impl Sim {
         } else {
             cpu.clock
         }
+    }
+}
+
+impl Sim {
+    /// CPU `c`'s turn comes at `t`. Halted (or never ran) until then: idle; else its thread
+    /// kept the CPU while the others ran, and the guest's clock counted that as its run time.
+    fn accrue_wait(&mut self, c: usize, t: u64) {
+        let cpu = &mut self.hw.cpus[c];
+        if cpu.clock < t {
+            let tid = self.k.sched.rq[c].current;
+            if tid == NIL || cpu.clock == cpu.idle_to {
+                cpu.idle_until(t);
+            } else {
+                self.k.sched.threads[tid as usize].runtime += t - cpu.clock;
+                cpu.clock = t;
+            }
+        }
+    }
+
+    /// CPU `c`'s paced thread calls schedule() and sleeps until its timer: the CPU halts, and
+    /// the idle task keeps the mm in lazy TLB mode, so a flush meanwhile skips it
+    /// (should_flush_tlb) and switch_mm_irqs_off catches up when the thread is back.
+    fn sleep_until(&mut self, c: usize, wake: u64) {
+        self.hw.cpus[c].idle_until(wake);
+        self.k.enter_lazy_tlb(c);
     }
 }
 
