@@ -183,6 +183,8 @@ impl Sim {
 
     /// The wake-ups pending after `t`: timer events, and the pacing timers of CPUs other
     /// than `except` (a CPU whose clock is past `t` with a thread on it waits for its slot).
+    /// The events include tierlab's own samples, every `sim.timeline_interval_ms`, which
+    /// `validate`'s 100 ms puts on tick boundaries.
     fn wakeups(&self, t: u64, except: Option<usize>) -> impl Iterator<Item = u64> + '_ {
         let slots = (0..self.hw.cpus.len())
             .filter(move |&c| Some(c) != except)
