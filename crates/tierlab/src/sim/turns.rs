@@ -243,9 +243,7 @@ impl Sim {
             cpu.clock
         }
     }
-}
 
-impl Sim {
     /// CPU `c`'s turn comes at `t`. Halted (or never ran) until then: idle; else its thread
     /// kept the CPU while the others ran, and the guest's clock counted that as its run time.
     fn accrue_wait(&mut self, c: usize, t: u64) {
