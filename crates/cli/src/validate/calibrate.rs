@@ -423,24 +423,36 @@ pub fn kernel_cost_sets(cost: &CostTable, ratio: f64) -> Vec<String> {
 /// beyond the (already scaled) `pte_update_cycles` is the scanner's cost per PTE examined.
 /// Nothing without a probe line.
 pub fn pte_walk_sets(guest_lines: &[String], pte_update_cycles: f64) -> Vec<String> {
-    let Some(p) = guest_lines.iter().find_map(|l| {
-        serde_json::from_str::<Value>(l)
-            .ok()
-            .and_then(|v| v.get("pte_probe").cloned())
-    }) else {
+    let Some((pages, ns)) = probe(guest_lines, "pte_probe") else {
         return Vec::new();
     };
-    let (Some(pages), Some(ns)) = (
-        p.get("pages").and_then(|x| x.as_f64()),
-        p.get("ns").and_then(|x| x.as_f64()),
-    ) else {
-        return Vec::new();
-    };
-    if pages < 1.0 {
-        return Vec::new();
-    }
     let per_pte = (ns / (2.0 * pages) - pte_update_cycles).max(0.0).round();
     vec![format!("cost.numa_scan_pte_cycles={per_pte}")]
+}
+
+/// `cost.migrate_page_cycles` from the guest's `{"migrate_probe": ...}` line: move_pages(2)
+/// of the probe's pages from node 0 to node 1 runs migrate_pages(), the path promotion and
+/// demotion share; what a page costs beyond the stand-in's (already scaled) copy, allocation
+/// and local flush is the fixed cost of migrating it. Nothing without a probe line.
+pub fn migrate_sets(guest_lines: &[String], other_ns_per_page: f64) -> Vec<String> {
+    let Some((pages, ns)) = probe(guest_lines, "migrate_probe") else {
+        return Vec::new();
+    };
+    let per_page = (ns / pages - other_ns_per_page).max(0.0).round();
+    vec![format!("cost.migrate_page_cycles={per_page}")]
+}
+
+/// The (pages, ns) of the guest's `{"<key>": {"pages": .., "ns": ..}}` probe line, if any
+/// and if it covered a page at least.
+fn probe(guest_lines: &[String], key: &str) -> Option<(f64, f64)> {
+    let p = guest_lines.iter().find_map(|l| {
+        serde_json::from_str::<Value>(l)
+            .ok()
+            .and_then(|v| v.get(key).cloned())
+    })?;
+    let pages = p.get("pages").and_then(|x| x.as_f64())?;
+    let ns = p.get("ns").and_then(|x| x.as_f64())?;
+    (pages >= 1.0).then_some((pages, ns))
 }
 
 #[cfg(test)]
@@ -548,6 +560,23 @@ count = 10
             vec!["cost.numa_scan_pte_cycles=152".to_string()]
         );
         assert!(pte_walk_sets(&lines[..1], 48.0).is_empty());
+    }
+
+    #[test]
+    fn the_migrate_probe_gives_the_fixed_cost_per_page_beyond_copy_alloc_and_flush() {
+        let lines = vec![
+            r#"{"pte_probe":{"region":"cold","pages":1000,"ns":400000}}"#.to_string(),
+            r#"{"migrate_probe":{"region":"cold","pages":2000,"ns":30000000}}"#.to_string(),
+            r#"{"migrate_probe2":{"region":"cold","pages":0,"ns":1}}"#.to_string(),
+        ];
+        // 30 ms for 2,000 pages is 15 µs each; 1,000 ns of it the copy, allocation and flush.
+        assert_eq!(
+            migrate_sets(&lines, 1000.0),
+            vec!["cost.migrate_page_cycles=14000".to_string()]
+        );
+        assert!(migrate_sets(&lines[..1], 1000.0).is_empty());
+        let none_moved = [r#"{"migrate_probe":{"region":"cold","pages":0,"ns":5}}"#.to_string()];
+        assert!(migrate_sets(&none_moved, 1000.0).is_empty());
     }
 
     #[test]
