@@ -688,3 +688,34 @@ fn the_scanner_skips_vmas_the_task_has_not_faulted_in_after_two_sequences() {
     assert_eq!(seen[0], 1024, "{seen:?}");
     assert_eq!(&seen[1..3], &[512, 512], "{seen:?}");
 }
+
+#[test]
+fn kswapd_wakes_on_the_cpu_it_last_ran_on_while_that_cpu_is_idle() {
+    // Thread 0 (CPU 0) writes 6,000 pages into a 16 MiB DRAM node, then keeps reading the
+    // last 200 (on the slow node): their promotions wake kswapd. It runs on CPU 3, where it
+    // last ran (machine.nodes.0.kswapd_cpu), since CPU 3 stays idle (select_idle_sibling
+    // keeps an idle prev_cpu); its work is charged there alone.
+    let mut ops = vec![anon_rw(BASE, 6_000)];
+    ops.extend((0..6_000).map(|i| Op::Store(BASE + i * PAGE)));
+    for _ in 0..300 {
+        ops.extend((5_800..6_000).map(|i| Op::Load(BASE + i * PAGE)));
+        ops.push(Op::Compute(200_000));
+    }
+    let run_with = |sets: &[&str]| {
+        run(
+            tiered_config(sets),
+            workload(vec![(Placement::Pinned(0), ops.clone())], vec![]),
+        )
+    };
+    let sim = run_with(&["machine.nodes.0.kswapd_cpu=3"]);
+    assert!(sim.k.vm.get(Vm::PgScanKswapd) > 0);
+    assert_eq!(sim.k.nodes[0].kswapd_prev_cpu, Some(3));
+    let sys: Vec<u64> = sim.hw.cpus.iter().map(|c| c.sys_cycles).collect();
+    assert!(sys[3] > 0 && sys[1] == 0 && sys[2] == 0, "{sys:?}");
+    // Unset, it starts on an idle CPU of the node and stays there.
+    let sim = run_with(&[]);
+    let prev = sim.k.nodes[0].kswapd_prev_cpu.expect("kswapd ran") as usize;
+    assert_ne!(prev, 0);
+    let sys: Vec<u64> = sim.hw.cpus.iter().map(|c| c.sys_cycles).collect();
+    assert!((1..4).all(|c| (sys[c] > 0) == (c == prev)), "{sys:?}");
+}

@@ -183,6 +183,9 @@ pub fn stand_in_sets(cfg: &Config, guest_nodes: &[guest::GuestNodeInfo]) -> Vec<
                 ));
                 sets.push(format!("machine.nodes.{n}.boot_pcp_high=[{}]", list(high)));
             }
+            if let Some(c) = g.kswapd_cpu.filter(|&c| c < cfg.machine.cpus) {
+                sets.push(format!("machine.nodes.{n}.kswapd_cpu={c}"));
+            }
         }
     }
     sets
@@ -768,6 +771,7 @@ mod tests {
             // 1,280 pages (5 MiB) free on CPU 0's and CPU 1's lists, none on CPU 2's.
             pcp_count: vec![1_000, 280],
             pcp_high: vec![1_200, 900, 500],
+            kswapd_cpu: Some(2),
             cpus: "0-2".into(),
             distance: vec![10, 20],
             tier: Some(4),
@@ -789,6 +793,8 @@ mod tests {
             vec![1_200, 900, 500]
         );
         assert!(stand_in.machine.nodes[1].boot_pcp_count.is_empty());
+        assert_eq!(stand_in.machine.nodes[0].kswapd_cpu, Some(2));
+        assert_eq!(stand_in.machine.nodes[1].kswapd_cpu, None);
         assert_eq!(stand_in.machine.nodes[1].capacity_mib, 512);
         assert!(stand_in
             .machine

@@ -155,6 +155,8 @@ pub struct GuestNodeInfo {
     /// by CPU id, right after MemFree was read (`/proc/zoneinfo` pagesets; not in MemFree).
     pub pcp_count: Vec<u64>,
     pub pcp_high: Vec<u64>,
+    /// The CPU the node's kswapd last ran on at /init.
+    pub kswapd_cpu: Option<u32>,
     /// /sys/devices/system/node/nodeN/cpulist.
     pub cpus: String,
     pub distance: Vec<u32>,
@@ -1001,6 +1003,13 @@ tl_set() {
 done
 "#;
     s += &format!("awk '{PCP_AWK}' /proc/zoneinfo\n");
+    // The CPU each kswapd last ran on (/proc/PID/stat field 39), where it wakes next if idle.
+    s += r#"for p in /proc/[0-9]*; do
+  case "$(cat $p/comm 2>/dev/null)" in
+    kswapd[0-9]*) echo "TIERLAB-KSWAPD node=$(cut -c7- $p/comm) cpu=$(awk '{print $39}' $p/stat)" ;;
+  esac
+done
+"#;
     s += r#"for t in /sys/devices/virtual/memory_tiering/memory_tier[0-9]*; do
   [ -d "$t" ] && echo "TIERLAB-TIER id=${t##*/memory_tier} nodes=$(cat $t/nodelist)"
 done
@@ -1414,6 +1423,7 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                     memfree_kib: get("memfree_kb").and_then(|v| v.parse().ok()).unwrap_or(0),
                     pcp_count: Vec::new(),
                     pcp_high: Vec::new(),
+                    kswapd_cpu: None,
                     cpus: get("cpus").unwrap_or_default(),
                     distance: get("distance")
                         .unwrap_or_default()
@@ -1440,6 +1450,14 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                         list.resize(cpu + 1, 0);
                     }
                     list[cpu] = field(v).unwrap_or(0);
+                }
+            }
+            "TIERLAB-KSWAPD" => {
+                let field = |k| get(k).and_then(|v| v.parse::<u32>().ok());
+                if let (Some(id), Some(cpu)) = (field("node"), field("cpu")) {
+                    if let Some(n) = out.nodes.iter_mut().find(|n| n.id == id) {
+                        n.kswapd_cpu = Some(cpu);
+                    }
                 }
             }
             "TIERLAB-TIER" => {
@@ -1756,6 +1774,8 @@ TIERLAB-NODE id=0 memtotal_kb=218352 cpus=0 distance=10,20
 TIERLAB-PCP node=0 cpu=1 count=40 high=300
 TIERLAB-PCP node=0 cpu=0 count=12 high=200
 TIERLAB-PCP node=9 cpu=0 count=5 high=5
+TIERLAB-KSWAPD node=0 cpu=2
+TIERLAB-KSWAPD node=1 cpu=x
 TIERLAB-TIER id=26 nodes=1
 TIERLAB-TIER id=4 nodes=0
 TIERLAB-RUN uptime=2.00
@@ -1796,6 +1816,8 @@ TIERLAB-EXIT code=3 uptime=2.50
         assert_eq!(out.nodes[0].pcp_count, vec![12, 40]);
         assert_eq!(out.nodes[0].pcp_high, vec![200, 300]);
         assert!(out.nodes[1].pcp_count.is_empty());
+        assert_eq!(out.nodes[0].kswapd_cpu, Some(2));
+        assert_eq!(out.nodes[1].kswapd_cpu, None);
         assert!(out.sysctls[0].ok && out.sysctls[0].detail == "2");
         assert_eq!(out.sysctls[1].detail, "always madvise [never]");
         assert!(!out.sysctls[2].ok && out.sysctls[2].detail.contains("nonexistent"));

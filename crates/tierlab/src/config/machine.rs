@@ -221,6 +221,13 @@ knob_table! {
             path: "/proc/zoneinfo (pagesets: high, summed over the node's zones)",
             range: Range::Rule("at most one entry per CPU"),
             source: "mm/page_alloc.c zone_set_pageset_high_and_batch; tierlab validate";
+        /// The CPU the node's kswapd last ran on when the workload starts (task_cpu), which a
+        /// wakeup keeps while it is idle; unset: none yet.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kswapd_cpu: Option<u32> = None,
+            path: "/proc/PID/stat of kswapdN (processor, field 39)",
+            range: Range::Rule("a CPU of the machine"),
+            source: "kernel/sched/fair.c select_idle_sibling (prev_cpu); tierlab validate";
     }
 }
 

@@ -182,6 +182,12 @@ impl Config {
                     );
                 }
             }
+            if let Some(c) = n.kswapd_cpu.filter(|&c| c >= m.cpus) {
+                return bad(
+                    &format!("machine.nodes[{i}].kswapd_cpu"),
+                    format!("CPU {c} does not exist (machine.cpus = {})", m.cpus),
+                );
+            }
             let boot_pcp: u64 = n.boot_pcp_count.iter().map(|&c| c as u64).sum();
             if (n.reserved_mib.saturating_add(16))
                 .saturating_mul(256)

@@ -102,6 +102,7 @@ impl Kernel {
                 kswapd_slept_at: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),
+                kswapd_prev_cpu: m.nodes[n].kswapd_cpu,
                 nr_demoted: 0,
                 demote_wmark: 0,
                 lrugen: crate::mm::lru_gen::LruGenFolio::new(cfg.vm.lru_gen_enabled),

@@ -112,9 +112,15 @@ impl Kernel {
         self.schedule(self.now, Event::KswapdRun(n as u8));
     }
 
-    /// The CPU kswapd of node `n` runs on: an idle CPU of the node if any, else the node CPU
-    /// furthest behind; a memory-only node's kswapd may run on any CPU.
+    /// The CPU kswapd of node `n` runs on: the one it last ran on if that is idle
+    /// (select_idle_sibling keeps an idle prev_cpu), else an idle CPU of the node if any, else
+    /// the node CPU furthest behind; a memory-only node's kswapd may run on any CPU.
     pub(crate) fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
+        if let Some(prev) = self.nodes[n].kswapd_prev_cpu {
+            if (prev as usize) < m.cpus.len() && !self.sched.rq[prev as usize].busy() {
+                return prev as usize;
+            }
+        }
         let all: Vec<u32>;
         let cands: &[u32] = if self.nodes[n].cpus.is_empty() {
             all = (0..m.cpus.len() as u32).collect();
@@ -145,6 +151,7 @@ impl Kernel {
     /// iteration, and each iteration (kswapd_shrink_node) aims at max(high, SWAP_CLUSTER_MAX).
     pub(crate) fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
         let c = self.kswapd_cpu(m, n);
+        self.nodes[n].kswapd_prev_cpu = Some(c as u32);
         if !self.sched.rq[c].busy() {
             m.cpus[c].idle_until(t);
         }
