@@ -1109,13 +1109,20 @@ static void no_aslr(char **argv)
  * balancing's scanner shares with mprotect. After the workload, the largest anonymous
  * read-write region is made read-only and writable again on the main thread's CPU clock.
  */
-static void pte_probe(void)
+/* The largest anonymous read-write region, the probes' subject; -1 if none. */
+static int largest_anon_region(void)
 {
 	int best = -1;
 	for (int i = 0; i < NREGIONS; i++)
 		if (REGIONS[i].file < 0 && REGIONS[i].prot == (PROT_READ | PROT_WRITE) &&
 		    (best < 0 || REGIONS[i].pages > REGIONS[best].pages))
 			best = i;
+	return best;
+}
+
+static void pte_probe(void)
+{
+	int best = largest_anon_region();
 	if (best < 0)
 		return;
 	const struct region *r = &REGIONS[best];
@@ -1142,11 +1149,7 @@ static void pte_probe(void)
  */
 static void migrate_probe(void)
 {
-	int best = -1;
-	for (int i = 0; i < NREGIONS; i++)
-		if (REGIONS[i].file < 0 && REGIONS[i].prot == (PROT_READ | PROT_WRITE) &&
-		    (best < 0 || REGIONS[i].pages > REGIONS[best].pages))
-			best = i;
+	int best = largest_anon_region();
 	if (best < 0)
 		return;
 	const struct region *r = &REGIONS[best];
