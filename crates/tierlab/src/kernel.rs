@@ -56,6 +56,16 @@ impl Timers {
         self.heap.peek().map(|Reverse((t, _, _))| *t)
     }
 
+    /// The next event that stands for a timer deadline of the machine (its clockevent
+    /// programmed for it): not tierlab's own samples, nor the vmstat worker's deferrable
+    /// timer, which the timer wheel runs from a tick.
+    pub fn next_deadline(&self) -> Option<u64> {
+        (self.heap.iter())
+            .filter(|Reverse((_, _, ev))| !matches!(ev, Event::Sample | Event::VmstatUpdate(_)))
+            .map(|Reverse((t, _, _))| *t)
+            .min()
+    }
+
     /// The next event if it is due by `now`.
     pub fn pop_due(&mut self, now: u64) -> Option<(u64, Event)> {
         match self.heap.peek() {

@@ -669,7 +669,7 @@ fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
     // schedule(); CPU 1 then runs to that deadline, and when CPU 0's turn comes back the timer
     // has fired: the thread never slept, and the whole round was its run time. Alone on the
     // machine, its run time is its work.
-    let run_time = |busy: bool| {
+    let run_time = |busy: bool, sample_ms: &str| {
         let mut paced = vec![];
         for _ in 0..20 {
             paced.extend([Op::Compute(220_000), Op::Pace(1_000_000)]);
@@ -680,22 +680,26 @@ fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
             // Small ops, so that its turns end within half a µs of their deadlines.
             threads.push((0, Placement::Pinned(1), vec![Op::Compute(1_000); 100_000]));
         }
+        let interval = format!("sim.timeline_interval_ms={sample_ms}");
         let sets = [
             "machine.shared_core=true",
             "machine.vcpu_turns=true",
-            "sim.timeline_interval_ms=1000",
+            &interval,
         ];
         let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
         sim.hw.cycles_to_s(sim.k.sched.threads[0].runtime) * 1e3
     };
-    let alone = run_time(false);
+    let alone = run_time(false, "1000");
     assert!((2.09..2.11).contains(&alone), "{alone} ms");
     // Beside the busy CPU the slots end at 0.1 ms + k ms + the 50 µs slack (k = 0..19), so the
     // last batch ends at 19.25 ms. Four sleeps kicked nobody: those ending at 4.15, 8.15,
     // 12.15 and 16.15 ms, armed 0.9 ms before, since a 4 ms tick came first; they slept. The
     // rest, 19.25 − 4 × 0.9 ms, is run time.
-    let beside_busy = run_time(true);
+    let beside_busy = run_time(true, "1000");
     assert!((15.64..15.66).contains(&beside_busy), "{beside_busy} ms");
+    // tierlab's own samples are no deadlines of the machine: sampling every 0.3 ms changes
+    // nothing.
+    assert_eq!(run_time(true, "0.3"), beside_busy);
 }
 
 #[test]

@@ -181,11 +181,15 @@ impl Sim {
             || (self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock <= t)
     }
 
-    /// The wake-ups pending after `t`: timer events, and the pacing timers of CPUs other
-    /// than `except` (a CPU whose clock is past `t` with a thread on it waits for its slot).
-    /// The events include tierlab's own samples, every `sim.timeline_interval_ms`, which
-    /// `validate`'s 100 ms puts on tick boundaries.
-    fn wakeups(&self, t: u64, except: Option<usize>) -> impl Iterator<Item = u64> + '_ {
+    /// The wake-ups pending after `t`: timer events (only those that are timer deadlines of
+    /// the machine unless `all_events`), and the pacing timers of CPUs other than `except` (a
+    /// CPU whose clock is past `t` with a thread on it waits for its slot).
+    fn wakeups(
+        &self,
+        t: u64,
+        except: Option<usize>,
+        all_events: bool,
+    ) -> impl Iterator<Item = u64> + '_ {
         let slots = (0..self.hw.cpus.len())
             .filter(move |&c| Some(c) != except)
             .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
@@ -194,24 +198,24 @@ impl Sim {
         let armed = (0..self.pending_wake.len())
             .filter(move |&c| Some(c) != except && self.pending_wake[c] > t)
             .map(|c| self.pending_wake[c]);
-        self.k
-            .timers
-            .next_at()
-            .into_iter()
-            .chain(slots)
-            .chain(armed)
+        let event = if all_events {
+            self.k.timers.next_at()
+        } else {
+            self.k.timers.next_deadline()
+        };
+        event.into_iter().chain(slots).chain(armed)
     }
 
     /// The earliest wake-up after `t`.
     fn next_wakeup(&self, t: u64) -> Option<u64> {
-        self.wakeups(t, None).min()
+        self.wakeups(t, None, true).min()
     }
 
     /// The machine's next timer deadline after `t` (icount_get_limit): the next tick or the
     /// next wake-up, leaving out CPU `except`'s own pacing timer.
     fn turn_deadline(&self, t: u64, tick: u64, except: Option<usize>) -> u64 {
         let next_tick = (t / tick + 1) * tick;
-        self.wakeups(t, except).fold(next_tick, u64::min)
+        self.wakeups(t, except, false).fold(next_tick, u64::min)
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
