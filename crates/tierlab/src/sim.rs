@@ -286,7 +286,7 @@ impl Sim {
             }
             Event::KswapdRun(node) => self.k.kswapd_run(&mut self.hw, node as usize, t),
             Event::Wake(tid) => self.k.thread_wake(&mut self.hw, tid as usize, t),
-            Event::VmstatUpdate(c) => self.k.vmstat_update(&mut self.hw, c as usize, t),
+            Event::VmstatUpdate(c) => self.k.vmstat_update(&self.hw, c as usize, t),
         }
     }
 
@@ -443,12 +443,13 @@ impl Sim {
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
                     let sleeps = cpu.clock < wake;
-                    if sleeps && !self.hw.vcpu_turns {
-                        // Idle until the timer: not user time (finish_quantum subtracts it).
-                        cpu.idle_cycles += wake - cpu.clock;
-                        cpu.idle_until(wake);
-                    }
-                    if self.hw.vcpu_turns {
+                    if !self.hw.vcpu_turns {
+                        if sleeps {
+                            // Idle until the timer: not user time (finish_quantum subtracts it).
+                            cpu.idle_cycles += wake - cpu.clock;
+                            cpu.idle_until(wake);
+                        }
+                    } else {
                         // Arming a timer may kick every vCPU before the thread reaches
                         // schedule() (turns.rs decides, and puts it to sleep); the turn ends.
                         // Past the timer already, clockevents_program_event programs the

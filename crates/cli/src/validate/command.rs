@@ -385,15 +385,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             gaps.extend(calibrate::pte_walk_sets(&calib.stdout_lines, update));
             // So is a migration's fixed cost, beyond its copy (node 0 to node 1, at the
             // scaled copy bandwidth), the target page's allocation and the local flush.
-            let nodes = &cfg.machine.nodes;
-            let gbps = (cfg.cost.migrate_copy_gbps / r)
-                .min(nodes[0].read_bandwidth_gbps)
-                .min(
-                    nodes
-                        .get(1)
-                        .map_or(f64::INFINITY, |n| n.write_bandwidth_gbps),
-                );
-            let copy_ns = 4096.0 / gbps;
+            let dst = 1.min(cfg.machine.nodes.len() - 1);
+            let gbps = cfg.migrate_copy_gbps(0, dst, cfg.cost.migrate_copy_gbps / r);
+            let copy_ns = tierlab::mm::pgtable::PAGE_SIZE as f64 / gbps;
             let other = copy_ns + (cfg.cost.pcp_alloc_cycles + cfg.cost.invlpg_cycles) as f64 * r;
             gaps.extend(calibrate::migrate_sets(&calib.stdout_lines, other));
         }

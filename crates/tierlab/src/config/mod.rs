@@ -315,6 +315,15 @@ impl Config {
             .collect()
     }
 
+    /// The rate a migration copies a page from node `src` to node `dst` at, GB/s: the copy
+    /// engine's `copy_gbps` (the cost table's migrate_copy_gbps), or the nodes' bandwidth.
+    pub fn migrate_copy_gbps(&self, src: usize, dst: usize, copy_gbps: f64) -> f64 {
+        let nodes = &self.machine.nodes;
+        (nodes[src].read_bandwidth_gbps)
+            .min(nodes[dst].write_bandwidth_gbps)
+            .min(copy_gbps)
+    }
+
     /// node_distance(a, b): the SLIT, or 10 local / 20 remote.
     pub fn distance(&self, a: usize, b: usize) -> u32 {
         if self.machine.distance.is_empty() {

@@ -160,10 +160,7 @@ impl Kernel {
         migrc_gen: Option<u32>,
     ) {
         let (sn, dn) = (m.node_of_pfn(src), m.node_of_pfn(dst));
-        let gbps = self.cfg.machine.nodes[sn]
-            .read_bandwidth_gbps
-            .min(self.cfg.machine.nodes[dn].write_bandwidth_gbps)
-            .min(m.cost.migrate_copy_gbps);
+        let gbps = self.cfg.migrate_copy_gbps(sn, dn, m.cost.migrate_copy_gbps);
         let copy = m.ns_to_cycles(PAGE_SIZE as f64 / gbps);
         m.charge_sys(c, copy + m.cost.migrate_page_cycles as u64);
 

@@ -30,7 +30,7 @@ impl Kernel {
     /// vmstat_update on `cpu` at `now`: for each node's zone, fold (a counter change re-arms
     /// the remote drain's expiry), decay_pcp_high, then the remote pageset's expiry; and the
     /// next update a second later.
-    pub fn vmstat_update(&mut self, hw: &mut Machine, cpu: usize, now: u64) {
+    pub fn vmstat_update(&mut self, hw: &Machine, cpu: usize, now: u64) {
         let local = hw.cpus[cpu].node as usize;
         for n in 0..self.nodes.len() {
             let zone = &mut self.nodes[n].zone;

@@ -1104,11 +1104,6 @@ static void no_aslr(char **argv)
 	execv("/proc/self/exe", argv);
 }
 
-/*
- * `--pte-probe` (calibration only): what change_pte_range costs per PTE, the walk NUMA
- * balancing's scanner shares with mprotect. After the workload, the largest anonymous
- * read-write region is made read-only and writable again on the main thread's CPU clock.
- */
 /* The largest anonymous read-write region, the probes' subject; -1 if none. */
 static int largest_anon_region(void)
 {
@@ -1120,6 +1115,11 @@ static int largest_anon_region(void)
 	return best;
 }
 
+/*
+ * `--pte-probe` (calibration only): what change_pte_range costs per PTE, the walk NUMA
+ * balancing's scanner shares with mprotect. After the workload, the largest anonymous
+ * read-write region is made read-only and writable again on the main thread's CPU clock.
+ */
 static void pte_probe(void)
 {
 	int best = largest_anon_region();
@@ -1165,6 +1165,7 @@ static void migrate_probe(void)
 			pages[j] = (void *)(uintptr_t)(r->start + (done + j) * PAGE);
 		if (syscall(SYS_move_pages, 0, k, pages, NULL, status, 0) < 0)
 			return;
+		/* The query has read the chunk: the kept pages, rebuilt from their index, reuse it. */
 		for (unsigned long j = 0; j < k && n < MIGRATE_PROBE_PAGES; j++)
 			if (status[j] == 0)
 				pages[n++] = (void *)(uintptr_t)(r->start + (done + j) * PAGE);
