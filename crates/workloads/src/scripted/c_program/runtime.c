@@ -21,6 +21,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/personality.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -1188,9 +1189,103 @@ static void migrate_probe(void)
 	emit(line);
 }
 
+/* The sum of the /proc/vmstat counters named in `names` (NULL-terminated). */
+static uint64_t vmstat_sum(const char *const *names)
+{
+	char *vm = read_file("/proc/vmstat");
+	if (!vm)
+		return 0;
+	uint64_t sum = 0;
+	for (char *line = strtok(vm, "\n"); line; line = strtok(NULL, "\n")) {
+		char *space = strchr(line, ' ');
+		if (!space)
+			continue;
+		*space = '\0';
+		for (const char *const *n = names; *n; n++)
+			if (strcmp(line, *n) == 0)
+				sum += strtoull(space + 1, NULL, 10);
+	}
+	free(vm);
+	return sum;
+}
+
+/* Write `text` to a sysfs or cgroup file; 0 on success. */
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/*
+ * `--reclaim-probe` (calibration in the guest only: it reclaims the whole machine): what
+ * shrink_folio_list costs per page scanned. With demotion on for the probe, 1 MiB is
+ * reclaimed through the root cgroup's memory.reclaim (mm/memcontrol.c memory_reclaim →
+ * try_to_free_mem_cgroup_pages), on the main thread's CPU clock. The workload's pages are
+ * young from their first touch, so reclaim first rotates them (folio_referenced, as kswapd's
+ * first pass does), then demotes 1 MiB. Prints the pages scanned (shrink_inactive_list's and
+ * shrink_active_list's, less kswapd's), those demoted and the time.
+ */
+static void reclaim_probe(void)
+{
+	/* Reclaim of a cgroup counts no pgscan_direct, only pgscan_anon/file (kswapd's too). */
+	static const char *const scanned_names[] = {"pgscan_anon", "pgscan_file", "pgrefill", NULL};
+	static const char *const kswapd_names[] = {"pgscan_kswapd", NULL};
+	static const char *const demoted_names[] = {"pgdemote_direct", NULL};
+	const char *demotion = "/sys/kernel/mm/numa/demotion_enabled";
+	char line[256];
+	/* EBUSY when /init or the host mounted it already. */
+	if (mount("none", "/sys/fs/cgroup", "cgroup2", 0, NULL) != 0 && errno != EBUSY) {
+		snprintf(line, sizeof line, "{\"reclaim_probe\":{\"error\":\"mount cgroup2: %s\"}}",
+			 strerror(errno));
+		emit(line);
+		return;
+	}
+	if (write_text(demotion, "1") != 0) {
+		snprintf(line, sizeof line, "{\"reclaim_probe\":{\"error\":\"%s: %s\"}}",
+			 demotion, strerror(errno));
+		emit(line);
+		return;
+	}
+	uint64_t scanned0 = vmstat_sum(scanned_names) - vmstat_sum(kswapd_names);
+	uint64_t demoted0 = vmstat_sum(demoted_names);
+	uint64_t cpu0 = thread_cpu_ns();
+	/* -EAGAIN when less than asked could be reclaimed: the pages scanned still count. */
+	int fd = open("/sys/fs/cgroup/memory.reclaim", O_WRONLY | O_CLOEXEC);
+	int err = fd < 0 ? errno : 0;
+	if (fd >= 0) {
+		ssize_t ignored = write(fd, "1M", 2);
+		(void)ignored;
+		close(fd);
+	}
+	uint64_t spent = thread_cpu_ns() - cpu0;
+	uint64_t scanned = vmstat_sum(scanned_names) - vmstat_sum(kswapd_names) - scanned0;
+	uint64_t demoted = vmstat_sum(demoted_names) - demoted0;
+	write_text(demotion, "0");
+	if (fd < 0) {
+		snprintf(line, sizeof line,
+			 "{\"reclaim_probe\":{\"error\":\"/sys/fs/cgroup/memory.reclaim: %s\"}}",
+			 strerror(err));
+		emit(line);
+		return;
+	}
+	snprintf(line, sizeof line,
+		 "{\"reclaim_probe\":{\"scanned\":%llu,\"demoted\":%llu,\"ns\":%llu}}",
+		 (unsigned long long)scanned, (unsigned long long)demoted,
+		 (unsigned long long)spent);
+	emit(line);
+}
+
 int main(int argc, char **argv)
 {
-	int probe = argc > 1 && strcmp(argv[1], "--pte-probe") == 0;
+	int probe = 0, reclaim = 0;
+	for (int i = 1; i < argc; i++) {
+		probe |= strcmp(argv[i], "--pte-probe") == 0;
+		reclaim |= strcmp(argv[i], "--reclaim-probe") == 0;
+	}
 	no_aslr(argv);
 	const char *marker = getenv("TIERLAB_TRACE_MARKER");
 	if (marker)
@@ -1266,6 +1361,8 @@ int main(int argc, char **argv)
 		pte_probe();
 		migrate_probe();
 	}
+	if (reclaim)
+		reclaim_probe();
 
 	char line[128];
 	snprintf(line, sizeof line, "{\"done\":true,\"t_ms\":%.3f}", ms_since_start(now_ns()));
