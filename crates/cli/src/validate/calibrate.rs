@@ -637,6 +637,13 @@ count = 10
         );
         let nothing = [r#"{"reclaim_probe":{"scanned":0,"demoted":0,"ns":5}}"#.to_string()];
         assert!(reclaim_scan_sets(&nothing).is_empty());
+        let failed = [r#"{"reclaim_probe":{"error":"mount cgroup2: EPERM"}}"#.to_string()];
+        assert!(reclaim_scan_sets(&failed).is_empty());
+        assert_eq!(
+            probe_error(&failed, "reclaim_probe").as_deref(),
+            Some("mount cgroup2: EPERM")
+        );
+        assert_eq!(probe_error(&lines, "reclaim_probe"), None);
     }
 
     #[test]

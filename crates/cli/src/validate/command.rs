@@ -340,9 +340,13 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     // all seeds: under -icount run time is instructions, and the seed changes which pages
     // are drawn, not the instructions per draw (the PRNG, the Zipf search, the pacing).
     run.sysctls = calibration_sysctls(&sysctls);
-    // After its workload the program also times mprotect's PTE walk, a migration and
-    // reclaim's scan (pte_probe, migrate_probe, reclaim_probe).
-    run.args = vec!["--pte-probe".into(), "--reclaim-probe".into()];
+    // After its workload the program also times mprotect's PTE walk and a migration
+    // (pte_probe, migrate_probe), and with the classic LRU reclaim's scan (reclaim_probe;
+    // MGLRU's reclaim also walks page tables to age, which pgscan does not count).
+    run.args = vec!["--pte-probe".into()];
+    if !cfg.vm.lru_gen_enabled {
+        run.args.push("--reclaim-probe".into());
+    }
     eprintln!("tierlab: calibrating the program's cost per access on the guest");
     let calib = guest::run(&machine, &run, &mut |line| eprintln!("  guest: {line}"))?;
     run.args.clear();
@@ -376,6 +380,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             warn_unconverged("calibration", error);
         }
     }
+    for l in calib.stdout_lines.iter().filter(|l| l.contains("_probe\"")) {
+        eprintln!("tierlab: guest probe {l}");
+    }
     let mut gaps = calibrate::gap_sets(&search.gaps());
     match ratio {
         Some(r) => {
@@ -392,9 +399,6 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             let other = copy_ns + (cfg.cost.pcp_alloc_cycles + cfg.cost.invlpg_cycles) as f64 * r;
             gaps.extend(calibrate::migrate_sets(&calib.stdout_lines, other));
             // And reclaim's cost per page scanned, beyond the demotions it made.
-            for l in calib.stdout_lines.iter().filter(|l| l.contains("_probe\"")) {
-                eprintln!("tierlab: guest probe {l}");
-            }
             if let Some(e) = calibrate::probe_error(&calib.stdout_lines, "reclaim_probe") {
                 eprintln!("tierlab: warning: the guest's reclaim probe failed ({e}); the stand-in keeps the scaled reclaim_scan_cycles");
             }
