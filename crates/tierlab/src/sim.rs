@@ -96,6 +96,11 @@ pub struct Sim {
     /// `machine.vcpu_turns`: the wake-up time of each CPU's thread that armed its sleep's
     /// timer, kicked, and has yet to reach `schedule()` (0: none).
     pending_wake: Vec<u64>,
+    /// `machine.vcpu_turns`: where each CPU's last turn ended with work left over (an op
+    /// that ran past the turn's deadline; 0: none). Its rest waits for the CPU's next turn.
+    overrun_from: Vec<u64>,
+    /// `machine.vcpu_turns`: whether that op was the CPU's thread's (else kswapd's step).
+    overrun_by_thread: Vec<bool>,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
 }
@@ -127,6 +132,8 @@ impl Sim {
             kswapd_due: Vec::new(),
             armed: turns::Armed::None,
             pending_wake: Vec::new(),
+            overrun_from: Vec::new(),
+            overrun_by_thread: Vec::new(),
             phase_stats: workload
                 .phases
                 .iter()

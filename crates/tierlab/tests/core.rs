@@ -646,9 +646,10 @@ fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by
     );
     // Paced on CPU 0: the kick's round goes on at CPU 1, whose budget ends at the timer, and
     // the next round starts again at CPU 0: it holds the machine up to the 4 ms tick, which
-    // passes the turn to CPU 1 until the next one; its last 10 batches run from 8 ms.
+    // ends its turn in the middle of a batch and passes the turn to CPU 1 until the next
+    // one; the last 50 µs of that batch and its last 10 batches run from 8 ms.
     let (first, _, _) = ends(true, true, 50_000, 0);
-    assert!((8.9..9.05).contains(&first), "{first} ms");
+    assert!((9.04..9.06).contains(&first), "{first} ms");
     let (alone, _, _) = ends(true, false, 50_000, 1);
     assert!((5.0..5.1).contains(&alone), "{alone} ms");
     // With an even share instead of turns it runs at half speed.
@@ -659,6 +660,32 @@ fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by
     // at 4 + 49 × 5 ms + 50 µs.
     let (ahead, _, _) = ends(true, true, 5_000_000, 1);
     assert!((249.1..249.2).contains(&ahead), "{ahead} ms");
+}
+
+#[test]
+fn vcpu_turns_cut_a_long_op_at_each_deadline_and_the_other_vcpus_run_between() {
+    // Thread 0 (CPU 0) does 11 ms of work in one op, as task_numa_work's walk is charged;
+    // thread 1 (CPU 1) computes in small ops. Under QEMU's turns a turn ends at the 4 ms tick
+    // whatever the vCPU is doing: CPU 0 runs 0–4 ms, CPU 1 4–8, CPU 0 8–12, CPU 1 12–16,
+    // CPU 0 16–19 ms. Thread 0's op ends at 19 ms and all 19 ms are its run time; thread 1
+    // has 8 ms of work done by then. Without the cut, CPU 0 held the machine for 11 ms.
+    let long = vec![Op::Compute(24_200_000), Op::Mark(Mark::RoiEnd)];
+    let small = vec![Op::Compute(1_000); 60_000];
+    let threads = vec![
+        (0, Placement::Pinned(0), long),
+        (0, Placement::Pinned(1), small),
+    ];
+    let sets = ["machine.shared_core=true", "machine.vcpu_turns=true"];
+    let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+    let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+    let t0 = &sim.k.sched.threads[0];
+    let done = ms(t0.roi_end.unwrap());
+    assert!((18.99..19.01).contains(&done), "{done} ms");
+    let run_time = ms(t0.runtime);
+    assert!((18.99..19.01).contains(&run_time), "{run_time} ms");
+    // Thread 1's 27.3 ms of work: 8 ms by 19 ms, the rest alone after it.
+    let end = ms(sim.hw.end_cycles());
+    assert!((38.2..38.4).contains(&end), "{end} ms");
 }
 
 #[test]

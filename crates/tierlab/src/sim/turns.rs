@@ -66,6 +66,8 @@ impl Sim {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         self.pending_wake = vec![0; ncpus];
+        self.overrun_from = vec![0; ncpus];
+        self.overrun_by_thread = vec![false; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         let mut now = 0u64;
         let mut last_report = 0u64;
@@ -117,8 +119,16 @@ impl Sim {
                             continue;
                         }
                     }
-                    let end = self.turn_deadline(now, tick, None);
-                    now = now.max(self.run_turn(c, now, end));
+                    self.resume_overrun(c, now);
+                    // (Its own clock, past `now` while it finishes an op, is no deadline.)
+                    let end = self.turn_deadline(now, tick, Some(c));
+                    let stop = self.run_turn(c, now, end);
+                    if stop > end {
+                        // Its turn ended at the deadline in the middle of the op; the other
+                        // vCPUs take their turns before the rest of it runs.
+                        self.overrun_from[c] = end;
+                    }
+                    now = now.max(stop.min(end));
                     match self.armed {
                         Armed::Sleep(wake) => {
                             if wake < self.turn_deadline(now, tick, Some(c)) {
@@ -177,7 +187,8 @@ impl Sim {
     /// Whether vCPU `c` has work at `t`: kswapd, or a thread that is not waiting for a
     /// later pacing slot.
     fn vcpu_runnable(&self, c: usize, t: u64) -> bool {
-        self.kswapd_due_on(c).is_some()
+        self.overrun_from[c] != 0
+            || self.kswapd_due_on(c).is_some()
             || (self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock <= t)
     }
 
@@ -192,6 +203,7 @@ impl Sim {
     ) -> impl Iterator<Item = u64> + '_ {
         let slots = (0..self.hw.cpus.len())
             .filter(move |&c| Some(c) != except)
+            .filter(move |&c| self.overrun_from[c] == 0)
             .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
             .map(|c| self.hw.cpus[c].clock);
         // Timers armed by kicked threads that have not reached schedule() yet.
@@ -222,6 +234,11 @@ impl Sim {
     /// the turn ended: where the CPU's clock stopped, or where it halted to wait.
     fn run_turn(&mut self, c: usize, t: u64, end: u64) -> u64 {
         self.accrue_wait(c, t);
+        if self.hw.cpus[c].clock >= end {
+            // The rest of an op runs through this whole turn too.
+            return self.hw.cpus[c].clock;
+        }
+        self.overrun_by_thread[c] = false;
         if let Some(n) = self.kswapd_due_on(c) {
             while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
                 self.kswapd_due[n] = false;
@@ -232,6 +249,7 @@ impl Sim {
             }
         }
         self.armed = Armed::None;
+        self.overrun_by_thread[c] = self.hw.cpus[c].clock < end;
         while self.armed == Armed::None
             && self.fatal.is_none()
             && self.k.sched.rq[c].current != NIL
@@ -245,6 +263,23 @@ impl Sim {
             cpu.idle_from.max(t)
         } else {
             cpu.clock
+        }
+    }
+
+    /// CPU `c`'s turn comes at `t` with the rest of an op its last turn cut off at its
+    /// deadline: the rest ends as much later as the other vCPUs ran meanwhile, and a thread
+    /// (not kswapd), current all along, accrues that as run time (sum_exec_runtime on the
+    /// one clock).
+    fn resume_overrun(&mut self, c: usize, t: u64) {
+        let from = std::mem::take(&mut self.overrun_from[c]);
+        if from == 0 || t <= from {
+            return;
+        }
+        let waited = t - from;
+        self.hw.cpus[c].clock += waited;
+        let tid = self.k.sched.rq[c].current;
+        if tid != NIL && self.overrun_by_thread[c] {
+            self.k.sched.threads[tid as usize].runtime += waited;
         }
     }
 
