@@ -12,9 +12,11 @@
 //! minimum-delta timer, so the next vCPU runs no instructions (its budget ends at once), the
 //! one after it runs to the next deadline, and the thread itself runs on when the round
 //! comes back to it. The deadlines are the guest's ticks, its threads' wake-ups and pacing
-//! timers, and kswapd's timed sleeps. Time a vCPU spends waiting for its turn still runs on
-//! the guest's clock, so a thread that was running when its turn ended accrues it as run
-//! time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
+//! timers, and kswapd's timed sleeps. A turn ends at its deadline to the instruction, so an
+//! op that runs past it (task_numa_work's walk, a kswapd step) is cut there and its rest
+//! runs in the CPU's next turn, after the others'. Time a vCPU spends waiting for its turn
+//! still runs on the guest's clock, so a thread that was running when its turn ended accrues
+//! it as run time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
 //! sooner); a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush IPI's
