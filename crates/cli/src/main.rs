@@ -167,6 +167,12 @@ enum Command {
         /// Write the guest's raw ftrace (trace_clock mono) to FILE; one scenario only.
         #[arg(long, value_name = "FILE")]
         trace_out: Option<PathBuf>,
+        /// Size of each CPU's ring buffer for --trace and --scan-trace, KiB (64 to 65536). A
+        /// full buffer drops its oldest events; larger buffers keep more, and take the guest's
+        /// memory (the stand-in holds them too).
+        #[arg(long, value_name = "KIB", default_value_t = 4096,
+              value_parser = clap::value_parser!(u32).range(64..=65536))]
+        trace_buffer_kib: u32,
     },
 }
 
@@ -447,6 +453,7 @@ fn main() -> ExitCode {
             scan_trace,
             trace,
             trace_out,
+            trace_buffer_kib,
         } => validate_cmd(
             scenarios,
             validate::command::ValidateArgs {
@@ -464,6 +471,7 @@ fn main() -> ExitCode {
                 scan_trace,
                 trace,
                 trace_out,
+                trace_buffer_kib,
             },
         ),
     };

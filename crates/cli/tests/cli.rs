@@ -175,4 +175,12 @@ fn validate_refuses_a_bad_trace_request_before_booting() {
     assert!(e.contains("--trace-out /nonexistent-dir/x.trace"), "{e}");
     let e = stderr(tierlab(&["validate", uniform, "--trace", "vmscan/x"]));
     assert!(e.contains("--trace-out"), "{e}");
+    // Ring buffers: 64 KiB to 64 MiB per CPU.
+    let e = stderr(tierlab(&[
+        "validate",
+        uniform,
+        "--trace-buffer-kib",
+        "1000000",
+    ]));
+    assert!(e.contains("--trace-buffer-kib"), "{e}");
 }

@@ -52,6 +52,8 @@ pub struct ValidateArgs {
     pub trace: Vec<String>,
     /// Where the guest's raw trace goes (each seed's after a `# tierlab` header line).
     pub trace_out: Option<PathBuf>,
+    /// Each CPU's ring buffer for the guest's tracing, KiB.
+    pub trace_buffer_kib: u32,
 }
 
 /// The scenario's knobs as the guest's sysctl and sysfs writes. Knobs with no upstream
@@ -313,7 +315,8 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     }
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
     let seeds = seed_list(cfg.scenario.seed, args.seeds)?;
-    let user_probes = ftrace::user_probes(&args.trace)?;
+    let mut user_probes = ftrace::user_probes(&args.trace)?;
+    user_probes.buffer_kib = args.trace_buffer_kib;
     if args.trace_out.is_some() && args.trace.is_empty() && !args.scan_trace {
         return Err("--trace-out: nothing to trace (add --trace SPEC or --scan-trace)".into());
     }
@@ -414,7 +417,11 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     }
     run.sysctls = sysctls;
     run.ftrace = match (args.scan_trace, args.trace.is_empty()) {
-        (true, _) => Some(scan_trace::ftrace().merged(&user_probes)),
+        (true, _) => {
+            let mut f = scan_trace::ftrace().merged(&user_probes);
+            f.buffer_kib = args.trace_buffer_kib;
+            Some(f)
+        }
         (false, false) => Some(user_probes),
         (false, true) => None,
     };
