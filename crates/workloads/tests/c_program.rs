@@ -281,6 +281,10 @@ fn split(lines: &[Value]) -> (Vec<&Value>, Vec<&Value>) {
     for p in &phases {
         assert!(num(p, "begin_ms") <= num(p, "end_ms"), "{p}");
     }
+    // Each sample says how long it took and how much of the sampler's CPU.
+    for s in &samples {
+        assert!(num(s, "cpu_ms") >= 0.0 && num(s, "span_ms") >= 0.0, "{s}");
+    }
     (phases, samples)
 }
 

@@ -469,6 +469,33 @@ pub fn reclaim_scan_sets(guest_lines: &[String]) -> Vec<String> {
     vec![format!("cost.reclaim_scan_cycles={per_page}")]
 }
 
+/// `workload.sampler.*` for the stand-in: the harness's sampler wakes every `interval_ms`
+/// and walks /proc for the guest's samples, a load on the shared core that the readers
+/// accrue as run time while it runs; the stand-in runs a process of its own that repeats the
+/// sampler's mean CPU time per sample (`cpu_ms` of each sample line but the first and last,
+/// which also read /proc/zoneinfo), for the `run_ms` the workload runs. Nothing without a
+/// middle sample.
+pub fn sampler_sets(
+    samples: &[super::report::RealSample],
+    interval_ms: f64,
+    run_ms: f64,
+) -> Vec<String> {
+    let middle = samples
+        .get(1..samples.len().saturating_sub(1))
+        .unwrap_or(&[]);
+    let cpu: Vec<f64> = middle.iter().filter_map(|s| s.cpu_ms).collect();
+    if cpu.is_empty() || interval_ms <= 0.0 {
+        return Vec::new();
+    }
+    let mean_us = 1e3 * cpu.iter().sum::<f64>() / cpu.len() as f64;
+    let count = (run_ms / interval_ms).ceil().max(1.0) as u64 + 1;
+    vec![
+        format!("workload.sampler.interval_ms={interval_ms}"),
+        format!("workload.sampler.cpu_us={}", mean_us.round()),
+        format!("workload.sampler.samples={count}"),
+    ]
+}
+
 /// The error a guest's probe reported (`{"<key>": {"error": ...}}`), if any.
 pub fn probe_error(guest_lines: &[String], key: &str) -> Option<String> {
     let p = probe_line(guest_lines, key)?;
@@ -644,6 +671,25 @@ count = 10
             Some("mount cgroup2: EPERM")
         );
         assert_eq!(probe_error(&lines, "reclaim_probe"), None);
+    }
+
+    #[test]
+    fn the_sampler_is_repeated_at_its_mean_cpu_time_between_the_first_and_last_sample() {
+        let lines: Vec<String> = [(0.0, 30.0), (100.0, 9.0), (200.0, 11.0), (300.0, 40.0)]
+            .iter()
+            .map(|(t, c)| format!(r#"{{"t_ms":{t},"regions":{{}},"cpu_ms":{c}}}"#))
+            .collect();
+        let samples = super::super::report::parse_samples(&lines).unwrap();
+        // Samples 100 and 200 ms: 10 ms each on average; 4.05 s of run is 41 intervals.
+        assert_eq!(
+            sampler_sets(&samples, 100.0, 4050.0),
+            vec![
+                "workload.sampler.interval_ms=100".to_string(),
+                "workload.sampler.cpu_us=10000".to_string(),
+                "workload.sampler.samples=42".to_string()
+            ]
+        );
+        assert!(sampler_sets(&samples[..2], 100.0, 4050.0).is_empty());
     }
 
     #[test]

@@ -357,9 +357,16 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         calibrate::GapSearch::new(&cfg, calibrate::guest_gaps(&cfg, &calib.stdout_lines));
     // The stand-in of the calibration run: its fill phases say how much slower the guest's
     // page faults are than the cost table's.
+    // The harness's sampler, a load on the guest's shared core, runs on the stand-in too (in
+    // every stand-in run, the gap searches' included: the gaps are the readers' own work).
+    let calib_samples = report::parse_samples(&calib.stdout_lines)
+        .map_err(|e| format!("{origin}: calibration run: {e}"))?;
+    let run_ms = calib_samples.last().map_or(0.0, |s| s.t_ms);
+    let sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
     let calibration = |gap_ns: &[(usize, f64)]| {
         let mut sets = calibrate::gap_sets(gap_ns);
         sets.extend(calibration_knobs());
+        sets.extend(sampler.iter().cloned());
         simulate(args, &cfg, &calib.nodes, &sets).map(|r| run_times(&r))
     };
     let sim_phases = calibration(&search.gaps())?;
@@ -387,6 +394,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         eprintln!("tierlab: guest probe {l}");
     }
     let mut gaps = calibrate::gap_sets(&search.gaps());
+    gaps.extend(sampler.iter().cloned());
     match ratio {
         Some(r) => {
             eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
@@ -603,7 +611,12 @@ fn run_seed(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phase").is_some())
         .collect();
-    let quiet = quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real).map_err(label)?;
+    let sampler: Vec<String> = (gaps.iter())
+        .filter(|s| s.starts_with("workload.sampler."))
+        .cloned()
+        .collect();
+    let quiet =
+        quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real, &sampler).map_err(label)?;
     if !quiet.is_empty() {
         extra.retain(|s| !(s.starts_with("workload.phases.") && s.contains(".gap_cycles=")));
         extra.extend(quiet);
@@ -668,6 +681,7 @@ fn quiet_window_gaps(
     nodes: &[guest::GuestNodeInfo],
     phase_lines: &[serde_json::Value],
     real: &[report::RealSample],
+    sampler: &[String],
 ) -> Result<Vec<String>, String> {
     let samples: Vec<calibrate::WorkerSample> = real
         .iter()
@@ -687,6 +701,7 @@ fn quiet_window_gaps(
     for _ in 0..GAP_SEARCH_RUNS {
         let mut sets = search.sets(workers);
         sets.extend(calibration_knobs());
+        sets.extend(sampler.iter().cloned());
         let quiet = simulate(args, cfg, nodes, &sets)?;
         for (name, got, want) in search.step(&calibrate::sim_worker_run_times(cfg, &quiet)) {
             eprintln!(

@@ -27,6 +27,8 @@ pub struct RealSample {
     pub zones: Vec<ZoneSample>,
     /// How long the sampler took for this sample (it runs alongside the workload).
     pub span_ms: Option<f64>,
+    /// The sampler's own CPU time for this sample.
+    pub cpu_ms: Option<f64>,
     /// Each worker's accesses so far (published at every pacing batch).
     pub accesses: Vec<u64>,
     /// Each worker's [run time, run-queue wait] so far, ns (its schedstat).
@@ -146,6 +148,7 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
             tlb,
             zones: parse_zones(&v),
             span_ms: v.get("span_ms").and_then(Value::as_f64),
+            cpu_ms: v.get("cpu_ms").and_then(Value::as_f64),
             accesses: v
                 .get("accesses")
                 .and_then(Value::as_array)

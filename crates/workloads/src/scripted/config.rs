@@ -33,6 +33,48 @@ pub(super) struct Cfg {
     /// Sub-ranges of regions whose per-node residency the timeline also reports.
     #[serde(default)]
     pub watch: Vec<WatchCfg>,
+    /// A background process beside the workload, as `tierlab validate`'s sampler.
+    pub sampler: Option<SamplerCfg>,
+}
+
+/// `[workload.sampler]`: a process of its own that wakes every `interval_ms` and runs for
+/// `cpu_us`, `samples` times (`tierlab validate` sets it from its sampler's measured CPU time
+/// per sample, the load the harness puts on the guest).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SamplerCfg {
+    pub interval_ms: f64,
+    pub cpu_us: f64,
+    pub samples: u64,
+}
+
+impl SamplerCfg {
+    /// Checked against what `Op::Pace` can express and what a sampler can be.
+    pub fn check(&self, origin: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, why: String| {
+            Err(ConfigError::key(
+                origin,
+                format!("workload.sampler.{key}"),
+                why,
+            ))
+        };
+        if !(self.interval_ms > 0.0 && self.interval_ms <= 4000.0) {
+            return bad(
+                "interval_ms",
+                format!("{} is not in (0, 4000]", self.interval_ms),
+            );
+        }
+        if !(self.cpu_us >= 0.0 && self.cpu_us < self.interval_ms * 1e3) {
+            return bad(
+                "cpu_us",
+                format!("{} is not in [0, interval_ms × 1000)", self.cpu_us),
+            );
+        }
+        if self.samples > 10_000_000 {
+            return bad("samples", format!("{} is above 10,000,000", self.samples));
+        }
+        Ok(())
+    }
 }
 
 /// `[[workload.watch]]`: a sub-range of a region the timeline reports on its own.
@@ -114,6 +156,9 @@ pub(super) fn parse(
     }
     if cfg.threads == 0 {
         return Err(e.at("workload.threads", "must be at least 1"));
+    }
+    if let Some(sampler) = &cfg.sampler {
+        sampler.check(origin)?;
     }
     if cfg.processes != 1 {
         return Err(e.at(

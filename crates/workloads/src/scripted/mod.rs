@@ -126,8 +126,6 @@ pub fn build(
     cpus: u32,
     cpu_ghz: f64,
 ) -> Result<Workload, ConfigError> {
-    // The clock is not needed: every time-based knob is in simulated ns / ms.
-    let _ = cpu_ghz;
     let Resolved {
         cfg,
         placements,
@@ -193,15 +191,56 @@ pub fn build(
             stream: Box::new(Stream::new(Arc::clone(&prog), t as u32, seed))
                 as Box<dyn ThreadStream>,
         });
-    let threads = std::iter::once(main).chain(workers).collect();
+    let mut threads: Vec<ThreadSpec> = std::iter::once(main).chain(workers).collect();
+    let mut processes = 1;
+    if let Some(sampler) = &cfg.sampler {
+        // As the C program's sampler sets its affinity: off the workers' pinned CPUs.
+        let pinned: Vec<u32> = (threads.iter())
+            .filter_map(|t| match t.placement {
+                Placement::Pinned(c) => Some(c),
+                Placement::Spread => None,
+            })
+            .collect();
+        let placement = (0..cpus)
+            .find(|c| !pinned.is_empty() && !pinned.contains(c))
+            .map_or(Placement::Spread, Placement::Pinned);
+        threads.push(sampler_thread(sampler, placement, cpu_ghz));
+        processes = 2;
+    }
     Ok(Workload {
         name: cfg.name.unwrap_or_else(|| "scripted".to_string()),
         work_unit: "accesses".to_string(),
-        processes: 1,
+        processes,
         files,
         threads,
         info,
         phases: phases.names,
         regions: region_specs,
     })
+}
+
+/// `[workload.sampler]`: a process of its own that opens a pacing schedule and, at each of
+/// its slots, runs `cpu_us` (as `validate`'s sampler wakes every interval and walks /proc).
+fn sampler_thread(s: &config::SamplerCfg, placement: Placement, cpu_ghz: f64) -> ThreadSpec {
+    let interval_ns = (s.interval_ms * 1e6).round() as u32;
+    let cycles = (s.cpu_us * 1e3 * cpu_ghz).round() as u64;
+    // Op::Compute takes u32 cycles: a long run is several.
+    let mut run = Vec::new();
+    let mut left = cycles;
+    while left > 0 {
+        let n = left.min(u32::MAX as u64);
+        run.push(Op::Compute(n as u32));
+        left -= n;
+    }
+    let mut ops = Vec::new();
+    for _ in 0..s.samples {
+        ops.push(Op::Pace(interval_ns));
+        ops.extend_from_slice(&run);
+    }
+    ops.push(Op::Exit);
+    ThreadSpec {
+        process: 1,
+        placement,
+        stream: Box::new(OpList::new(ops)),
+    }
 }

@@ -663,3 +663,41 @@ fn pacing_batches_are_the_c_programs() {
     let want = format!("#define MIN_SLEEP_NS {}ULL", super::plan::PACE_BATCH_MIN_NS);
     assert!(c.contains(&want), "runtime.c lost `{want}`");
 }
+
+#[test]
+fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
+    let src = "threads = 1\n[[workload.regions]]\nname = \"r\"\nsize_kib = 64\n\
+               [[workload.phases]]\nname = \"t\"\nkind = \"touch\"\nregion = \"r\"\n\
+               [workload.sampler]\ninterval_ms = 100\ncpu_us = 2000\nsamples = 3\n";
+    let mut w = wl(src);
+    assert_eq!(w.processes, 2);
+    let sampler = w.threads.last_mut().unwrap();
+    assert_eq!(sampler.process, 1);
+    // No worker is pinned: the scheduler places it too.
+    assert_eq!(sampler.placement, Placement::Spread);
+    // 2 ms at 2.2 GHz after each 100 ms slot.
+    let slot = [Op::Pace(100_000_000), Op::Compute(4_400_000)];
+    let want: Vec<Op> = slot
+        .iter()
+        .cycle()
+        .take(6)
+        .copied()
+        .chain([Op::Exit])
+        .collect();
+    assert_eq!(drain(sampler.stream.as_mut()), want);
+    // Without the table, one process and no extra thread.
+    let plain = wl(&src[..src.find("[workload.sampler]").unwrap()]);
+    assert_eq!((plain.processes, plain.threads.len()), (1, 2));
+    // With the worker pinned to CPU 0 (of 4), the first CPU it leaves.
+    let pinned = wl(&src.replace("threads = 1\n", "threads = 1\nplacement = [0]\n"));
+    assert_eq!(
+        pinned.threads.last().unwrap().placement,
+        Placement::Pinned(1)
+    );
+    // Its numbers are checked, with the key named.
+    let e = match try_build(&src.replace("cpu_us = 2000", "cpu_us = 200000"), 7) {
+        Err(e) => e,
+        Ok(_) => panic!("a sampler busier than its interval was accepted"),
+    };
+    assert!(e.to_string().contains("workload.sampler.cpu_us"), "{e}");
+}
