@@ -70,8 +70,9 @@ impl SamplerCfg {
                 format!("{} is not in [0, interval_ms × 1000)", self.cpu_us),
             );
         }
-        if self.samples > 10_000_000 {
-            return bad("samples", format!("{} is above 10,000,000", self.samples));
+        // Two ops a sample, held in memory: a million is a day of 100 ms samples.
+        if self.samples > 1_000_000 {
+            return bad("samples", format!("{} is above 1,000,000", self.samples));
         }
         Ok(())
     }
