@@ -96,11 +96,9 @@ pub struct Sim {
     /// `machine.vcpu_turns`: the wake-up time of each CPU's thread that armed its sleep's
     /// timer, kicked, and has yet to reach `schedule()` (0: none).
     pending_wake: Vec<u64>,
-    /// `machine.vcpu_turns`: where each CPU's last turn ended with work left over (an op
-    /// that ran past the turn's deadline; 0: none). Its rest waits for the CPU's next turn.
-    overrun_from: Vec<u64>,
-    /// `machine.vcpu_turns`: whether that op was the CPU's thread's (else kswapd's step).
-    overrun_by_thread: Vec<bool>,
+    /// `machine.vcpu_turns`: each CPU's op that ran past its turn's deadline, if any; its
+    /// rest waits for the CPU's next turn.
+    overrun: Vec<Option<turns::Overrun>>,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
 }
@@ -132,8 +130,7 @@ impl Sim {
             kswapd_due: Vec::new(),
             armed: turns::Armed::None,
             pending_wake: Vec::new(),
-            overrun_from: Vec::new(),
-            overrun_by_thread: Vec::new(),
+            overrun: Vec::new(),
             phase_stats: workload
                 .phases
                 .iter()

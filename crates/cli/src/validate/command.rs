@@ -355,14 +355,14 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     run.args.clear();
     let mut search =
         calibrate::GapSearch::new(&cfg, calibrate::guest_gaps(&cfg, &calib.stdout_lines));
-    // The stand-in of the calibration run: its fill phases say how much slower the guest's
-    // page faults are than the cost table's.
     // The harness's sampler, a load on the guest's shared core, runs on the stand-in too (in
     // every stand-in run, the gap searches' included: the gaps are the readers' own work).
     let calib_samples = report::parse_samples(&calib.stdout_lines)
         .map_err(|e| format!("{origin}: calibration run: {e}"))?;
     let run_ms = calib_samples.last().map_or(0.0, |s| s.t_ms);
     let sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
+    // The stand-in of the calibration run: its fill phases say how much slower the guest's
+    // page faults are than the cost table's.
     let calibration = |gap_ns: &[(usize, f64)]| {
         let mut sets = calibrate::gap_sets(gap_ns);
         sets.extend(calibration_knobs());

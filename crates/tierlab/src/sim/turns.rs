@@ -68,8 +68,7 @@ impl Sim {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         self.pending_wake = vec![0; ncpus];
-        self.overrun_from = vec![0; ncpus];
-        self.overrun_by_thread = vec![false; ncpus];
+        self.overrun = vec![None; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         let mut now = 0u64;
         let mut last_report = 0u64;
@@ -121,14 +120,18 @@ impl Sim {
                             continue;
                         }
                     }
-                    self.resume_overrun(c, now);
+                    let carried = self.resume_overrun(c, now);
                     // (Its own clock, past `now` while it finishes an op, is no deadline.)
                     let end = self.turn_deadline(now, tick, Some(c));
-                    let stop = self.run_turn(c, now, end);
-                    if stop > end {
-                        // Its turn ended at the deadline in the middle of the op; the other
-                        // vCPUs take their turns before the rest of it runs.
-                        self.overrun_from[c] = end;
+                    let (stop, by_thread) = self.run_turn(c, now, end);
+                    // An op ran past the deadline: its turn ended there in the middle of the
+                    // op, and the other vCPUs take their turns before the rest of it runs. (A
+                    // clock past the deadline with nothing run is a thread's pacing slot.)
+                    if let Some(by_thread) = by_thread.or(carried).filter(|_| stop > end) {
+                        self.overrun[c] = Some(Overrun {
+                            from: end,
+                            by_thread,
+                        });
                     }
                     now = now.max(stop.min(end));
                     match self.armed {
@@ -189,7 +192,7 @@ impl Sim {
     /// Whether vCPU `c` has work at `t`: kswapd, or a thread that is not waiting for a
     /// later pacing slot.
     fn vcpu_runnable(&self, c: usize, t: u64) -> bool {
-        self.overrun_from[c] != 0
+        self.overrun[c].is_some()
             || self.kswapd_due_on(c).is_some()
             || (self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock <= t)
     }
@@ -205,7 +208,7 @@ impl Sim {
     ) -> impl Iterator<Item = u64> + '_ {
         let slots = (0..self.hw.cpus.len())
             .filter(move |&c| Some(c) != except)
-            .filter(move |&c| self.overrun_from[c] == 0)
+            .filter(move |&c| self.overrun[c].is_none())
             .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
             .map(|c| self.hw.cpus[c].clock);
         // Timers armed by kicked threads that have not reached schedule() yet.
@@ -233,14 +236,13 @@ impl Sim {
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
-    /// the turn ended: where the CPU's clock stopped, or where it halted to wait.
-    fn run_turn(&mut self, c: usize, t: u64, end: u64) -> u64 {
+    /// the turn ended (where the CPU's clock stopped, or where it halted to wait) and whether
+    /// its thread ran (None: the rest of an op ran through the whole turn).
+    fn run_turn(&mut self, c: usize, t: u64, end: u64) -> (u64, Option<bool>) {
         self.accrue_wait(c, t);
         if self.hw.cpus[c].clock >= end {
-            // The rest of an op runs through this whole turn too.
-            return self.hw.cpus[c].clock;
+            return (self.hw.cpus[c].clock, None);
         }
-        self.overrun_by_thread[c] = false;
         if let Some(n) = self.kswapd_due_on(c) {
             while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
                 self.kswapd_due[n] = false;
@@ -251,7 +253,7 @@ impl Sim {
             }
         }
         self.armed = Armed::None;
-        self.overrun_by_thread[c] = self.hw.cpus[c].clock < end;
+        let thread_runs = self.hw.cpus[c].clock < end;
         while self.armed == Armed::None
             && self.fatal.is_none()
             && self.k.sched.rq[c].current != NIL
@@ -261,28 +263,27 @@ impl Sim {
             self.run_quantum(c, until);
         }
         let cpu = &self.hw.cpus[c];
-        if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
+        let stop = if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
             cpu.idle_from.max(t)
         } else {
             cpu.clock
-        }
+        };
+        (stop, Some(thread_runs))
     }
 
     /// CPU `c`'s turn comes at `t` with the rest of an op its last turn cut off at its
     /// deadline: the rest ends as much later as the other vCPUs ran meanwhile, and a thread
     /// (not kswapd), current all along, accrues that as run time (sum_exec_runtime on the
-    /// one clock).
-    fn resume_overrun(&mut self, c: usize, t: u64) {
-        let from = std::mem::take(&mut self.overrun_from[c]);
-        if from == 0 || t <= from {
-            return;
-        }
-        let waited = t - from;
+    /// one clock). Returns whose op it was, if there was one.
+    fn resume_overrun(&mut self, c: usize, t: u64) -> Option<bool> {
+        let o = self.overrun[c].take()?;
+        let waited = t.saturating_sub(o.from);
         self.hw.cpus[c].clock += waited;
         let tid = self.k.sched.rq[c].current;
-        if tid != NIL && self.overrun_by_thread[c] {
+        if tid != NIL && o.by_thread {
             self.k.sched.threads[tid as usize].runtime += waited;
         }
+        Some(o.by_thread)
     }
 
     /// CPU `c`'s turn comes at `t`. Halted (or never ran) until then: idle; else its thread
@@ -307,6 +308,14 @@ impl Sim {
         self.hw.cpus[c].idle_until(wake);
         self.k.enter_lazy_tlb(c);
     }
+}
+
+/// An op that ran past its turn's deadline: where the turn ended, and whether it was the
+/// thread's (else a kswapd step, whose wait is nobody's run time).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Overrun {
+    from: u64,
+    by_thread: bool,
 }
 
 /// A kick: every vCPU's exit_request is set; the running one's is spent as it leaves.
