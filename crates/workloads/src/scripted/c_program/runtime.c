@@ -951,6 +951,19 @@ static int numa_maps_counts(uint64_t (*counts)[MAXNODES], int *width)
 static void sb_zones(struct sb *b, int full);
 
 /* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
+/* The value of counter `name` in /proc/vmstat's text `vm` (NULL: not there). */
+static const char *vmstat_value(const char *vm, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *l = vm; l && *l;) {
+		if (strncmp(l, name, len) == 0 && l[len] == ' ')
+			return l + len + 1;
+		l = strchr(l, '\n');
+		l = l ? l + 1 : NULL;
+	}
+	return NULL;
+}
+
 static uint64_t sample(int last)
 {
 	uint64_t t = now_ns(), cpu0 = thread_cpu_ns();
@@ -988,16 +1001,7 @@ static uint64_t sample(int last)
 		warn_once(&warned_vmstat, "/proc/vmstat: %s; counters reported as null",
 			  strerror(errno));
 	for (int c = 0; c < NCOUNTERS; c++) {
-		size_t len = strlen(COUNTERS[c]);
-		const char *v = NULL;
-		for (const char *l = vm; l && *l;) {
-			if (strncmp(l, COUNTERS[c], len) == 0 && l[len] == ' ') {
-				v = l + len + 1;
-				break;
-			}
-			l = strchr(l, '\n');
-			l = l ? l + 1 : NULL;
-		}
+		const char *v = vmstat_value(vm, COUNTERS[c]);
 		sb_printf(&b, "%s\"", c ? "," : "");
 		sb_json_str(&b, COUNTERS[c]);
 		if (v)
@@ -1195,17 +1199,11 @@ static void migrate_probe(void)
 static uint64_t vmstat_sum(const char *const *names)
 {
 	char *vm = read_file("/proc/vmstat");
-	if (!vm)
-		return 0;
 	uint64_t sum = 0;
-	for (char *line = strtok(vm, "\n"); line; line = strtok(NULL, "\n")) {
-		char *space = strchr(line, ' ');
-		if (!space)
-			continue;
-		*space = '\0';
-		for (const char *const *n = names; *n; n++)
-			if (strcmp(line, *n) == 0)
-				sum += strtoull(space + 1, NULL, 10);
+	for (const char *const *n = names; vm && *n; n++) {
+		const char *v = vmstat_value(vm, *n);
+		if (v)
+			sum += strtoull(v, NULL, 10);
 	}
 	free(vm);
 	return sum;
