@@ -446,7 +446,8 @@ pub fn migrate_sets(guest_lines: &[String], other_ns_per_page: f64) -> Vec<Strin
 /// scanned pages (shrink_inactive_list and shrink_active_list: folio_referenced's rmap walk,
 /// isolation, putback) and demoted some through migrate_pages(); what a scanned page costs
 /// beyond those demotions, each at the `migrate_probe`'s measured time per page, is the
-/// scan's cost per page. Nothing without both probe lines.
+/// scan's cost per page. Nothing without the probe line, or when it demoted pages and no
+/// migration probe says what they cost.
 pub fn reclaim_scan_sets(guest_lines: &[String]) -> Vec<String> {
     let Some(p) = probe_line(guest_lines, "reclaim_probe") else {
         return Vec::new();
