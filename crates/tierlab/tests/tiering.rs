@@ -12,7 +12,7 @@ use common::{
     anon_rw, fill_then_random_reads, one_process as workload, run, tiered_config, BASE, PAGE,
 };
 use tierlab::sim::AccessKind;
-use tierlab::workload::{FileSpec, Op, Placement, Workload};
+use tierlab::workload::{FileSpec, Mark, Op, Placement, Workload};
 use tierlab::{Config, Sim};
 
 /// The tiered machine with the scanner never due on its own (tests call it directly).
@@ -244,7 +244,9 @@ fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
         "DRAM filled to its low watermark"
     );
     assert!(!sim.k.nodes[0].kswapd_awake);
-    assert!(!sim.k.migrate_misplaced_folio_prepare(&mut sim.hw, pfn, 0));
+    assert!(!sim
+        .k
+        .migrate_misplaced_folio_prepare(&mut sim.hw, 0, pfn, 0));
     assert!(
         sim.k.nodes[0].kswapd_awake,
         "kswapd woken on the target node"
@@ -255,7 +257,9 @@ fn promotion_is_refused_and_kswapd_woken_when_the_target_is_short() {
     (w.min, w.low, w.high) = (0, 0, 0);
     let before = sim.k.mms[0].pgtable.get(((BASE >> 12) + 5999) as u32);
     assert_eq!(before & (pte::YOUNG | pte::DIRTY), pte::YOUNG | pte::DIRTY);
-    assert!(sim.k.migrate_misplaced_folio_prepare(&mut sim.hw, pfn, 0));
+    assert!(sim
+        .k
+        .migrate_misplaced_folio_prepare(&mut sim.hw, 0, pfn, 0));
     assert!(sim.k.migrate_misplaced_folio(&mut sim.hw, 0, pfn, 1, 0));
     assert_eq!(sim.k.vm.get(Vm::PgPromoteSuccess), 1);
     assert_eq!(sim.k.vm.get(Vm::NumaPagesMigrated), 1);
@@ -718,4 +722,44 @@ fn kswapd_wakes_on_the_cpu_it_last_ran_on_while_that_cpu_is_idle() {
     assert_ne!(prev, 0);
     let sys: Vec<u64> = sim.hw.cpus.iter().map(|c| c.sys_cycles).collect();
     assert!((1..4).all(|c| (sys[c] > 0) == (c == prev)), "{sys:?}");
+}
+
+#[test]
+fn kswapd_wakes_on_a_cpu_whose_thread_sleeps_until_its_next_slot_and_runs_there_meanwhile() {
+    // As above, but CPU 3, where kswapd last ran, has a thread that wakes every 2 ms for 10 µs
+    // of work and sleeps in clock_nanosleep between: the CPU is idle between its slots
+    // (available_idle_cpu), so select_idle_sibling keeps kswapd there. kswapd runs while the
+    // thread sleeps, and the thread still starts each batch at its slot.
+    let mut ops = vec![anon_rw(BASE, 6_000)];
+    ops.extend((0..6_000).map(|i| Op::Store(BASE + i * PAGE)));
+    for _ in 0..300 {
+        ops.extend((5_800..6_000).map(|i| Op::Load(BASE + i * PAGE)));
+        ops.push(Op::Compute(200_000));
+    }
+    let mut paced: Vec<Op> = (0..100)
+        .flat_map(|_| [Op::Pace(2_000_000), Op::Compute(20_000)])
+        .collect();
+    paced.insert(1, Op::Mark(Mark::RoiBegin));
+    paced.push(Op::Mark(Mark::RoiEnd));
+    for turns in [false, true] {
+        let turns = format!("machine.vcpu_turns={turns}");
+        let cfg = tiered_config(&["machine.nodes.0.kswapd_cpu=3", &turns]);
+        let threads = vec![
+            (Placement::Pinned(0), ops.clone()),
+            (Placement::Pinned(3), paced.clone()),
+        ];
+        let sim = run(cfg, workload(threads, vec![]));
+        assert!(sim.k.vm.get(Vm::PgScanKswapd) > 0, "{turns}");
+        assert_eq!(sim.k.nodes[0].kswapd_prev_cpu, Some(3), "{turns}");
+        let sys: Vec<u64> = sim.hw.cpus.iter().map(|c| c.sys_cycles).collect();
+        assert!(sys[3] > 0 && sys[1] == 0 && sys[2] == 0, "{turns}: {sys:?}");
+        // The last batch starts at its slot, 99 × 2 ms after the first (under vcpu_turns
+        // 50 µs of timer slack later), and takes 9 µs.
+        let t = &sim.k.sched.threads[1];
+        let span = sim
+            .hw
+            .cycles_to_s(t.roi_end.unwrap() - t.roi_begin.unwrap())
+            * 1e3;
+        assert!((198.0..198.07).contains(&span), "{turns}: {span} ms");
+    }
 }

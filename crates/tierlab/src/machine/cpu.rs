@@ -68,6 +68,26 @@ impl Cpu {
         }
     }
 
+    /// Whether the CPU was halted at `t` in its latest idle span (its thread sleeping until a
+    /// timer), a time its clock has already run to.
+    #[inline]
+    pub fn idle_at(&self, t: u64) -> bool {
+        self.idle_from <= t && t < self.idle_to
+    }
+
+    /// An interrupt at `t` ends the idle span the CPU is in early, if it has not run on past
+    /// it: the CPU runs from `t`. Returns when the span was to end (the sleeping thread's
+    /// timer), to go back to idle until then.
+    pub fn interrupt_idle(&mut self, t: u64) -> Option<u64> {
+        if self.clock != self.idle_to || !self.idle_at(t) {
+            return None;
+        }
+        let until = self.idle_to;
+        self.clock = t;
+        self.idle_to = t;
+        Some(until)
+    }
+
     /// Whether the CPU was doing work at `t`, a time it has already run past (its clock is
     /// beyond `t`): only its latest idle span is remembered.
     #[inline]

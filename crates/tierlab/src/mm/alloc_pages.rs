@@ -26,7 +26,7 @@ impl Kernel {
         // __alloc_pages_slowpath: wake_all_kswapds, then retry at the min watermark.
         let zonelist = self.nodes[preferred].zonelist.clone();
         for &n in &zonelist {
-            self.wakeup_kswapd(m, n as usize);
+            self.wakeup_kswapd(m, n as usize, c);
         }
         if let Some(pfn) = self.alloc_from_zonelist(m, c, preferred, AllocMark::Min) {
             return Some(pfn);
@@ -119,7 +119,7 @@ impl Kernel {
         // TPP: a top-tier node below WMARK_DEMOTE wakes kswapd before it reaches low.
         let dw = self.nodes[n].demote_wmark;
         if dw > 0 && !self.nodes[n].zone.watermark_ok(dw) && self.can_demote(n) {
-            self.wakeup_kswapd(m, n);
+            self.wakeup_kswapd(m, n, c);
         }
         self.check_migrc_flush(m, c, pfn);
         self.check_frame_reuse(m, pfn, c);
@@ -141,7 +141,7 @@ impl Kernel {
         if !wake_kswapd {
             return None;
         }
-        self.wakeup_kswapd(m, n);
+        self.wakeup_kswapd(m, n, c);
         self.rmqueue_node(m, c, n, n, AllocMark::Min)
     }
 

@@ -103,6 +103,7 @@ impl Kernel {
                 numab: Default::default(),
                 kswapd_pass: Default::default(),
                 kswapd_prev_cpu: m.nodes[n].kswapd_cpu,
+                kswapd_recent_cpu: None,
                 nr_demoted: 0,
                 demote_wmark: 0,
                 lrugen: crate::mm::lru_gen::LruGenFolio::new(cfg.vm.lru_gen_enabled),

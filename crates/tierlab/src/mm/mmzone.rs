@@ -41,8 +41,10 @@ pub struct Pgdat {
     pub nr_file: u64,
     /// When kswapd last went to sleep (for kswapd_*_wmark_hit_quickly).
     pub kswapd_slept_at: u64,
-    /// The CPU kswapd last ran on (task_cpu), if it has run.
+    /// The CPU kswapd runs on, or last ran on (task_cpu), if it has run.
     pub kswapd_prev_cpu: Option<u32>,
+    /// kswapd's p->recent_used_cpu (select_idle_sibling).
+    pub kswapd_recent_cpu: Option<u32>,
     /// NUMA-balancing promotion state (nbp_* fields) and per-node tiering counters.
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
     /// kswapd's balance_pgdat run in progress.

@@ -175,7 +175,7 @@ impl Kernel {
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
         if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {
             let anon = self.frames.get(pfn).has(pg::SWAPBACKED);
-            if self.migrate_misplaced_folio_prepare(m, pfn, this)
+            if self.migrate_misplaced_folio_prepare(m, c, pfn, this)
                 && self.migrate_misplaced_folio(m, c, pfn, nid, this)
             {
                 self.vm.inc(if anon {
@@ -312,11 +312,13 @@ impl Kernel {
         z.watermark_ok(z.wmark.high + nr)
     }
 
-    /// migrate_misplaced_folio_prepare: refuse when the target is short of memory (and wake
-    /// its kswapd to demote), or for dirty / shared-exec file folios; isolate from the LRU.
+    /// migrate_misplaced_folio_prepare on CPU `c`: refuse when the target is short of memory
+    /// (and wake its kswapd to demote), or for dirty / shared-exec file folios; isolate from
+    /// the LRU.
     pub fn migrate_misplaced_folio_prepare(
         &mut self,
         m: &mut Machine,
+        c: usize,
         pfn: u32,
         target: usize,
     ) -> bool {
@@ -328,7 +330,7 @@ impl Kernel {
         }
         if !self.migrate_balanced_pgdat(target, 1) {
             if self.tiering_mode() {
-                self.wakeup_kswapd(m, target);
+                self.wakeup_kswapd(m, target, c);
             }
             return false;
         }

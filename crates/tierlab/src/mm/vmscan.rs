@@ -95,8 +95,9 @@ impl Kernel {
         self.cfg.vm.demotion_enabled && !self.tiers.preferred[n].is_empty()
     }
 
-    /// wakeup_kswapd: start the node's kswapd unless it is running, failing or not needed.
-    pub fn wakeup_kswapd(&mut self, m: &mut Machine, n: usize) {
+    /// wakeup_kswapd: start the node's kswapd unless it is running, failing or not needed; CPU
+    /// `waker` wakes it, and try_to_wake_up places it (select_kswapd_cpu).
+    pub fn wakeup_kswapd(&mut self, m: &mut Machine, n: usize, waker: usize) {
         let node = &self.nodes[n];
         if node.kswapd_awake
             || node.kswapd_failures >= MAX_RECLAIM_RETRIES
@@ -108,19 +109,63 @@ impl Kernel {
         if node.kswapd_slept_at > 0 && self.now < node.kswapd_slept_at + m.ns_to_cycles(1e8) {
             self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
         }
-        self.nodes[n].kswapd_awake = true;
+        let (c, recent) = self.select_kswapd_cpu(m, n, waker);
+        let node = &mut self.nodes[n];
+        (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
+        node.kswapd_awake = true;
         self.schedule(self.now, Event::KswapdRun(n as u8));
     }
 
-    /// The CPU kswapd of node `n` runs on: the one it last ran on if that is idle
-    /// (select_idle_sibling keeps an idle prev_cpu), else an idle CPU of the node if any, else
-    /// the node CPU furthest behind; a memory-only node's kswapd may run on any CPU.
-    pub(crate) fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
-        if let Some(prev) = self.nodes[n].kswapd_prev_cpu {
-            if (prev as usize) < m.cpus.len() && !self.sched.rq[prev as usize].busy() {
-                return prev as usize;
-            }
+    /// available_idle_cpu at `t`: no thread runnable on CPU `c` (none there, or its thread
+    /// sleeps until a timer, as a paced thread does) and no other node's kswapd running there.
+    pub(crate) fn cpu_idle_at(&self, m: &Machine, c: usize, t: u64) -> bool {
+        let rq = &self.sched.rq[c];
+        let thread_idle = rq.queue.is_empty() && (rq.current == NIL || m.cpus[c].idle_at(t));
+        thread_idle
+            && !self
+                .nodes
+                .iter()
+                .any(|p| p.kswapd_awake && p.kswapd_prev_cpu == Some(c as u32))
+    }
+
+    /// select_task_rq_fair → select_idle_sibling for kswapd (asleep) woken from CPU `waker`:
+    /// its previous CPU if idle (wake_affine_idle keeps it, the waker's CPU being busy), else
+    /// its recently used CPU if idle, else the first idle CPU after the previous one
+    /// (select_idle_cpu's for_each_cpu_wrap from target + 1), else the previous CPU after all.
+    /// Only the node's CPUs are allowed (kswapd's set_cpus_allowed_ptr), any CPU for a
+    /// memory-only node. Returns the CPU and the new p->recent_used_cpu.
+    fn select_kswapd_cpu(&self, m: &Machine, n: usize, waker: usize) -> (usize, Option<u32>) {
+        let ncpus = m.cpus.len();
+        let t = m.cpus[waker].clock;
+        let node = &self.nodes[n];
+        let allowed = |c: usize| node.cpus.is_empty() || node.cpus.contains(&(c as u32));
+        let prev = node.kswapd_prev_cpu.map(|p| p as usize);
+        let Some(prev) = prev.filter(|&p| p < ncpus && allowed(p)) else {
+            return (self.kswapd_fallback_cpu(m, n), node.kswapd_recent_cpu);
+        };
+        let idle = |c: usize| allowed(c) && self.cpu_idle_at(m, c, t);
+        if idle(prev) {
+            return (prev, node.kswapd_recent_cpu);
         }
+        let recent = node.kswapd_recent_cpu.map(|r| r as usize);
+        let c = recent
+            .filter(|&r| r != prev && r < ncpus && idle(r))
+            .or_else(|| (1..ncpus).map(|i| (prev + i) % ncpus).find(|&c| idle(c)))
+            .unwrap_or(prev);
+        (c, Some(prev as u32))
+    }
+
+    /// The CPU kswapd of node `n` runs on: where its wake-up placed it.
+    pub(crate) fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
+        match self.nodes[n].kswapd_prev_cpu {
+            Some(c) if (c as usize) < m.cpus.len() => c as usize,
+            _ => self.kswapd_fallback_cpu(m, n),
+        }
+    }
+
+    /// Where kswapd goes before it has run anywhere: a node CPU with no thread if any, else
+    /// the one furthest behind; any CPU for a memory-only node.
+    fn kswapd_fallback_cpu(&self, m: &Machine, n: usize) -> usize {
         let all: Vec<u32>;
         let cands: &[u32] = if self.nodes[n].cpus.is_empty() {
             all = (0..m.cpus.len() as u32).collect();
@@ -155,6 +200,21 @@ impl Kernel {
         if !self.sched.rq[c].busy() {
             m.cpus[c].idle_until(t);
         }
+        // A thread that sleeps until a later timer leaves the CPU to kswapd meanwhile (under
+        // vcpu_turns, run_turn has done this for the whole turn).
+        let sleeper_wakes = if m.vcpu_turns {
+            None
+        } else {
+            m.cpus[c].interrupt_idle(t)
+        };
+        self.kswapd_step(m, n, c);
+        if let Some(wake) = sleeper_wakes {
+            m.cpus[c].idle_until(wake);
+        }
+    }
+
+    /// One step of kswapd's balance_pgdat on CPU `c` (kswapd_run).
+    fn kswapd_step(&mut self, m: &mut Machine, n: usize, c: usize) {
         self.set_share(m, c);
         if self.lru_gen_on(n) {
             // balance_pgdat → kswapd_age_node / shrink_node branch to lru_gen

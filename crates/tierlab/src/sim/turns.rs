@@ -68,6 +68,7 @@ impl Sim {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         self.pending_wake = vec![0; ncpus];
+        self.asleep_until = vec![None; ncpus];
         self.overrun = vec![None; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         let mut now = 0u64;
@@ -211,16 +212,21 @@ impl Sim {
             .filter(move |&c| self.overrun[c].is_none())
             .filter(move |&c| self.k.sched.rq[c].current != NIL && self.hw.cpus[c].clock > t)
             .map(|c| self.hw.cpus[c].clock);
-        // Timers armed by kicked threads that have not reached schedule() yet.
+        // Timers armed by kicked threads that have not reached schedule() yet, and those of
+        // threads asleep while kswapd runs on their CPU.
         let armed = (0..self.pending_wake.len())
             .filter(move |&c| Some(c) != except && self.pending_wake[c] > t)
             .map(|c| self.pending_wake[c]);
+        let asleep = (0..self.asleep_until.len())
+            .filter(move |&c| Some(c) != except)
+            .filter_map(|c| self.asleep_until[c])
+            .filter(move |&w| w > t);
         let event = if all_events {
             self.k.timers.next_at()
         } else {
             self.k.timers.next_deadline()
         };
-        event.into_iter().chain(slots).chain(armed)
+        event.into_iter().chain(slots).chain(armed).chain(asleep)
     }
 
     /// The earliest wake-up after `t`.
@@ -240,16 +246,31 @@ impl Sim {
     /// its thread ran (None: the rest of an op ran through the whole turn).
     fn run_turn(&mut self, c: usize, t: u64, end: u64) -> (u64, Option<bool>) {
         self.accrue_wait(c, t);
+        let kswapd = self.kswapd_due_on(c);
+        if kswapd.is_some() && self.asleep_until[c].is_none() {
+            // kswapd's wake-up ends the halt of a CPU whose thread sleeps until a later timer
+            // (its CPU was idle, so select_idle_sibling put kswapd there): kswapd runs now.
+            self.asleep_until[c] = self.hw.cpus[c].interrupt_idle(t);
+        }
         if self.hw.cpus[c].clock >= end {
             return (self.hw.cpus[c].clock, None);
         }
-        if let Some(n) = self.kswapd_due_on(c) {
+        if let Some(n) = kswapd {
             while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
                 self.kswapd_due[n] = false;
                 let at = self.hw.cpus[c].clock;
                 self.k.now = at;
                 self.k.kswapd_run(&mut self.hw, n, at);
                 self.deliver_due(self.hw.cpus[c].clock);
+            }
+        }
+        if let Some(wake) = self.asleep_until[c] {
+            // The thread's timer fired while kswapd ran (it runs after kswapd, as a thread
+            // sharing kswapd's CPU does), or kswapd slept first and the CPU halts again.
+            let cpu = &mut self.hw.cpus[c];
+            if cpu.clock >= wake || !kswapd.is_some_and(|n| self.kswapd_due[n]) {
+                cpu.idle_until(wake);
+                self.asleep_until[c] = None;
             }
         }
         self.armed = Armed::None;
@@ -292,7 +313,7 @@ impl Sim {
         let cpu = &mut self.hw.cpus[c];
         if cpu.clock < t {
             let tid = self.k.sched.rq[c].current;
-            if tid == NIL || cpu.clock == cpu.idle_to {
+            if tid == NIL || cpu.clock == cpu.idle_to || self.asleep_until[c].is_some() {
                 cpu.idle_until(t);
             } else {
                 self.k.sched.threads[tid as usize].runtime += t - cpu.clock;
