@@ -96,7 +96,7 @@ pub struct Sim {
     /// `machine.vcpu_turns`: the wake-up time of each CPU's thread that armed its sleep's
     /// timer, kicked, and has yet to reach `schedule()` (0: none).
     pending_wake: Vec<u64>,
-    /// vcpu_turns: per CPU, the timer of a thread that sleeps while kswapd runs on its CPU.
+    /// `machine.vcpu_turns`: per CPU, the timer of a thread asleep while kswapd runs there.
     asleep_until: Vec<Option<u64>>,
     /// `machine.vcpu_turns`: each CPU's op that ran past its turn's deadline, if any; its
     /// rest waits for the CPU's next turn.

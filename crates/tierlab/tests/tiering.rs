@@ -693,18 +693,24 @@ fn the_scanner_skips_vmas_the_task_has_not_faulted_in_after_two_sequences() {
     assert_eq!(&seen[1..3], &[512, 512], "{seen:?}");
 }
 
-#[test]
-fn kswapd_wakes_on_the_cpu_it_last_ran_on_while_that_cpu_is_idle() {
-    // Thread 0 (CPU 0) writes 6,000 pages into a 16 MiB DRAM node, then keeps reading the
-    // last 200 (on the slow node): their promotions wake kswapd. It runs on CPU 3, where it
-    // last ran (machine.nodes.0.kswapd_cpu), since CPU 3 stays idle (select_idle_sibling
-    // keeps an idle prev_cpu); its work is charged there alone.
+/// Writes 6,000 pages into the 16 MiB DRAM node, then keeps reading the last 200 (on the slow
+/// node): their promotions wake kswapd.
+fn promotions_that_wake_kswapd() -> Vec<Op> {
     let mut ops = vec![anon_rw(BASE, 6_000)];
     ops.extend((0..6_000).map(|i| Op::Store(BASE + i * PAGE)));
     for _ in 0..300 {
         ops.extend((5_800..6_000).map(|i| Op::Load(BASE + i * PAGE)));
         ops.push(Op::Compute(200_000));
     }
+    ops
+}
+
+#[test]
+fn kswapd_wakes_on_the_cpu_it_last_ran_on_while_that_cpu_is_idle() {
+    // Thread 0 (CPU 0) wakes kswapd (promotions_that_wake_kswapd). It runs on CPU 3, where it
+    // last ran (machine.nodes.0.kswapd_cpu), since CPU 3 stays idle (select_idle_sibling
+    // keeps an idle prev_cpu); its work is charged there alone.
+    let ops = promotions_that_wake_kswapd();
     let run_with = |sets: &[&str]| {
         run(
             tiered_config(sets),
@@ -726,16 +732,11 @@ fn kswapd_wakes_on_the_cpu_it_last_ran_on_while_that_cpu_is_idle() {
 
 #[test]
 fn kswapd_wakes_on_a_cpu_whose_thread_sleeps_until_its_next_slot_and_runs_there_meanwhile() {
-    // As above, but CPU 3, where kswapd last ran, has a thread that wakes every 2 ms for 10 µs
+    // As above, but CPU 3, where kswapd last ran, has a thread that wakes every 2 ms for 9 µs
     // of work and sleeps in clock_nanosleep between: the CPU is idle between its slots
     // (available_idle_cpu), so select_idle_sibling keeps kswapd there. kswapd runs while the
     // thread sleeps, and the thread still starts each batch at its slot.
-    let mut ops = vec![anon_rw(BASE, 6_000)];
-    ops.extend((0..6_000).map(|i| Op::Store(BASE + i * PAGE)));
-    for _ in 0..300 {
-        ops.extend((5_800..6_000).map(|i| Op::Load(BASE + i * PAGE)));
-        ops.push(Op::Compute(200_000));
-    }
+    let ops = promotions_that_wake_kswapd();
     let mut paced: Vec<Op> = (0..100)
         .flat_map(|_| [Op::Pace(2_000_000), Op::Compute(20_000)])
         .collect();
