@@ -950,7 +950,6 @@ static int numa_maps_counts(uint64_t (*counts)[MAXNODES], int *width)
 /* The zones' free pages and watermarks as JSON; `full` rereads zoneinfo (zoneinfo.c). */
 static void sb_zones(struct sb *b, int full);
 
-/* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
 /* The value of counter `name` in /proc/vmstat's text `vm` (NULL: not there). */
 static const char *vmstat_value(const char *vm, const char *name)
 {
@@ -964,6 +963,7 @@ static const char *vmstat_value(const char *vm, const char *name)
 	return NULL;
 }
 
+/* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
 static uint64_t sample(int last)
 {
 	uint64_t t = now_ns(), cpu0 = thread_cpu_ns();
