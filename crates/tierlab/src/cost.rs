@@ -104,6 +104,14 @@ pub struct CostTable {
     /// plus folio_update_gen's cmpxchg on the folio's flags, likely a cache miss on the
     /// struct page [estimate: one atomic plus one miss, ~25 ns].
     pub lru_gen_update_gen_cycles: u32,
+    /// Under `machine.vcpu_turns` only: a local APIC timer interrupt on a busy CPU up to the
+    /// handler's re-arm of the tick (irq entry, hrtimer_interrupt, tick_sched_timer, then
+    /// tick_program_event); charged to the interrupted thread's run time (Debian's 6.12 has
+    /// no IRQ_TIME_ACCOUNTING) [measured in the guest, 1 instruction per ns: the re-arm's
+    /// ktime, J' − delta / mult from `lapic_next_event`'s delta, 3,280 and 3,712 ns after
+    /// the jiffy at the lower quartile of the ticks a reader's CPU took first in two traced
+    /// runs; 3,500 is their mean].
+    pub timer_interrupt_cycles: u32,
 }
 
 impl Default for CostTable {
@@ -145,6 +153,7 @@ impl Default for CostTable {
             numa_scan_pte_cycles: 32,
             lru_gen_walk_pte_cycles: 32,
             lru_gen_update_gen_cycles: 55,
+            timer_interrupt_cycles: 3_500,
         }
     }
 }

@@ -98,6 +98,15 @@ pub struct Sim {
     pending_wake: Vec<u64>,
     /// `machine.vcpu_turns`: per CPU, the timer of a thread asleep while kswapd runs there.
     asleep_until: Vec<Option<u64>>,
+    /// `machine.vcpu_turns`: per CPU, when QEMU's LAPIC timer fires for its next tick (None:
+    /// the CPU halted, so its tick is stopped or behind a wake-up timer).
+    lapic_tick: Vec<Option<u64>>,
+    /// `machine.vcpu_turns`: per CPU, a timer interrupt it has yet to take (a minimum-delta or
+    /// a wake-up timer), whose handler re-arms the tick.
+    lapic_irq: Vec<bool>,
+    /// `machine.vcpu_turns`: per CPU, the rest of a timer interrupt's handler a deadline cut,
+    /// and whether it is the interrupted thread's run time.
+    handler_left: Vec<Option<(u64, bool)>>,
     /// `machine.vcpu_turns`: each CPU's op that ran past its turn's deadline, if any; its
     /// rest waits for the CPU's next turn.
     overrun: Vec<Option<turns::Overrun>>,
@@ -133,6 +142,9 @@ impl Sim {
             armed: turns::Armed::None,
             pending_wake: Vec::new(),
             asleep_until: Vec::new(),
+            lapic_tick: Vec::new(),
+            lapic_irq: Vec::new(),
+            handler_left: Vec::new(),
             overrun: Vec::new(),
             phase_stats: workload
                 .phases

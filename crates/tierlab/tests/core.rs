@@ -604,88 +604,115 @@ fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
     assert!(e.to_string().contains("reserved_mib"), "{e}");
 }
 
+/// `--set`s that put every timer of a `vcpu_turns` run on a 16 ns grid: a 1 GHz clock, an
+/// exact LAPIC calibration (one count per 16 ns, machine/lapic.rs) and a timer interrupt
+/// handler of 219 × 16 ns. Re-arms for the same jiffy then land on the same nanosecond, and
+/// a tie does not kick: when both CPUs' ticks fire, CPU 0 takes its interrupt first and
+/// re-arms the only pending timer, which kicks; CPU 1 re-arms next, ties, and keeps the turn
+/// to the next tick. Workloads whose ops are multiples of 16 ns stay on the grid.
+const TICK_GRID: [&str; 5] = [
+    "machine.shared_core=true",
+    "machine.cpu_ghz=1",
+    "machine.lapic_timer_period=4000000",
+    "cost.timer_interrupt_cycles=3504",
+    "sim.timeline_interval_ms=1000",
+];
+
 #[test]
-fn vcpu_turns_give_a_thread_behind_schedule_the_machine_or_one_batch_per_tick_by_cpu_order() {
+fn vcpu_turns_give_a_thread_behind_schedule_one_batch_per_tick_or_none_by_who_holds_the_tick() {
     // One thread paces 50 batches of 100 µs of work into 50 µs slots, so it falls behind by
     // more than the 50 µs timer slack, and each clock_nanosleep arms a minimum-delta timer
-    // that kicks every vCPU. The other thread computes. QEMU's round continues from the
-    // kicker: the next vCPU's budget ends as the timer expires, the one after it runs to the
-    // next deadline. So the order of the CPUs decides who holds the machine.
-    let ends = |turns: bool, busy: bool, slot_ns: u32, paced_cpu: u32| {
+    // that kicks every vCPU; the other thread computes (`busy_ms` of work). After the kick
+    // the next vCPU's budget ends as the timer expires, the one after it runs to the next
+    // deadline, and the paced thread takes the interrupt (3.504 µs) in its next turn.
+    let ends = |turns: bool, busy_ms: u32, slot_ns: u32, paced_cpu: u32| {
         let mut threads = vec![];
-        if busy {
+        if busy_ms > 0 {
             let cpu = Placement::Pinned(1 - paced_cpu);
-            threads.push((0, cpu, vec![Op::Compute(100_000); 20_000]));
+            let mut ops = vec![Op::Compute(100_000); busy_ms as usize * 10];
+            ops.push(Op::Mark(Mark::RoiEnd));
+            threads.push((0, cpu, ops));
         }
-        let batch = (0..50).flat_map(|_| [Op::Pace(slot_ns), Op::Compute(220_000)]);
+        let batch = (0..50).flat_map(|_| [Op::Pace(slot_ns), Op::Compute(100_000)]);
         let ops = batch.chain([Op::Mark(Mark::RoiEnd)]).collect();
         threads.push((0, Placement::Pinned(paced_cpu), ops));
-        let sets = [
-            "machine.shared_core=true".to_string(),
-            format!("machine.vcpu_turns={turns}"),
-            "sim.timeline_interval_ms=1000".to_string(),
-        ];
-        let sets: Vec<&str> = sets.iter().map(|s| s.as_str()).collect();
+        let turns = format!("machine.vcpu_turns={turns}");
+        let mut sets = TICK_GRID.to_vec();
+        sets.push(&turns);
         let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
         let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
         let paced = sim.k.sched.threads.last().unwrap().roi_end.unwrap();
-        let busy_runtime = busy.then(|| ms(sim.k.sched.threads[0].runtime));
-        (ms(paced), busy_runtime, ms(sim.hw.end_cycles()))
+        let busy = &sim.k.sched.threads[0];
+        let busy_end = (busy_ms > 0).then(|| ms(busy.roi_end.unwrap()));
+        let busy_runtime = (busy_ms > 0).then(|| ms(busy.runtime));
+        (ms(paced), busy_end, busy_runtime)
     };
-    // Paced on CPU 1: after its kick the round goes on from CPU 0, whose budget ends at the
-    // timer; CPU 1, next, finds it expired and runs nothing; CPU 0 then runs to the 4 ms
-    // tick. Its first turn comes at the first tick and its first batch 50 µs of slack later;
-    // then one batch per tick: the 50th ends 100 µs after the 50th tick.
-    let (behind, busy_runtime, end) = ends(true, true, 50_000, 1);
-    assert!((200.05..200.15).contains(&behind), "{behind} ms");
+    // Paced on CPU 1: it holds each tick from its re-arm and runs one batch, whose kick
+    // leaves CPU 0 the rest of the tick; CPU 1's minimum-delta timer has fired, so only CPU
+    // 0's tick is pending and CPU 0 runs to it. At each tick CPU 0 re-arms first (kick) and
+    // CPU 1 second (tie): batch k ≥ 2 runs from 4k ms + 16 ns + 2 × 3.504 µs, and the 50th
+    // ends at 200 ms + 7.024 µs + 100 µs.
+    let (behind, _, busy_runtime) = ends(true, 260, 50_000, 1);
+    assert!((200.10..200.11).contains(&behind), "{behind} ms");
     // The busy thread kept its CPU while waiting for its turns: all of it is run time.
-    let busy_runtime = busy_runtime.unwrap();
+    let (_, busy_end, _) = ends(true, 260, 50_000, 1);
+    let (busy_runtime, busy_end) = (busy_runtime.unwrap(), busy_end.unwrap());
     assert!(
-        (end - busy_runtime).abs() < 0.01,
-        "{busy_runtime} of {end} ms"
+        (busy_end - busy_runtime).abs() < 0.01,
+        "{busy_runtime} of {busy_end} ms"
     );
-    // Paced on CPU 0: the kick's round goes on at CPU 1, whose budget ends at the timer, and
-    // the next round starts again at CPU 0: it holds the machine up to the 4 ms tick, which
-    // ends its turn in the middle of a batch and passes the turn to CPU 1 until the next
-    // one; the last 50 µs of that batch and its last 10 batches run from 8 ms.
-    let (first, _, _) = ends(true, true, 50_000, 0);
-    assert!((9.04..9.06).contains(&first), "{first} ms");
-    let (alone, _, _) = ends(true, false, 50_000, 1);
-    assert!((5.0..5.1).contains(&alone), "{alone} ms");
+    // Paced on CPU 0, beside 20 ms of work on CPU 1: before the first tick every re-arm of
+    // CPU 0 ties with CPU 1's pending tick and does not kick, so it runs batch after batch
+    // (103.504 µs each with the interrupt) and is cut 13.36 µs into its 39th at the tick.
+    // From then CPU 1 holds every tick (3.993 ms of work in each, after the two handlers)
+    // until its work ends at 23.985 ms, and the paced thread's last 86.64 µs and 11 batches
+    // follow, with one more tick's handler: 23.985 + 0.0866 + 11 × 0.1035 + 0.0035 ms.
+    let (first, busy_end, _) = ends(true, 20, 50_000, 0);
+    let busy_end = busy_end.unwrap();
+    assert!((23.98..23.99).contains(&busy_end), "{busy_end} ms");
+    assert!((25.20..25.22).contains(&first), "{first} ms");
+    // Alone: the 50 µs slack, 50 batches, and 51 handlers (the wake's, 49 minimum-delta
+    // timers' and the 4 ms tick's).
+    let (alone, _, _) = ends(true, 0, 50_000, 1);
+    assert!((5.228..5.229).contains(&alone), "{alone} ms");
     // With an even share instead of turns it runs at half speed.
-    let (even, _, _) = ends(false, true, 50_000, 1);
+    let (even, _, _) = ends(false, 260, 50_000, 1);
     assert!((9.9..10.2).contains(&even), "{even} ms");
-    // Ahead of schedule (5 ms slots, from its first turn at the 4 ms tick), it sleeps to its
-    // slot plus the slack, a deadline that ends the busy CPU's turn: the 50th batch starts
-    // at 4 + 49 × 5 ms + 50 µs.
-    let (ahead, _, _) = ends(true, true, 5_000_000, 1);
-    assert!((249.1..249.2).contains(&ahead), "{ahead} ms");
+    // Ahead of schedule (5 ms slots, from its first turn at 4.007 ms), it sleeps to its slot
+    // plus the slack, a deadline that ends the busy CPU's turn, and its wake-up's re-arm
+    // ties: the 50th batch starts at 4.007 + 49 × 5 + 0.05 + 0.0035 ms and ends 0.1 ms later.
+    let (ahead, _, _) = ends(true, 260, 5_000_000, 1);
+    assert!((249.16..249.161).contains(&ahead), "{ahead} ms");
 }
 
 #[test]
 fn vcpu_turns_cut_a_long_op_at_each_deadline_and_the_other_vcpus_run_between() {
     // Thread 0 (CPU 0) does 11 ms of work in one op, as task_numa_work's walk is charged;
-    // thread 1 (CPU 1) computes in small ops. Under QEMU's turns a turn ends at the 4 ms tick
-    // whatever the vCPU is doing: CPU 0 runs 0–4 ms, CPU 1 4–8, CPU 0 8–12, CPU 1 12–16,
-    // CPU 0 16–19 ms. Thread 0's op ends at 19 ms and all 19 ms are its run time; thread 1
-    // has 8 ms of work done by then. Without the cut, CPU 0 held the machine for 11 ms.
-    let long = vec![Op::Compute(24_200_000), Op::Mark(Mark::RoiEnd)];
-    let small = vec![Op::Compute(1_000); 60_000];
+    // thread 1 (CPU 1) computes 60 ms in small ops. Under QEMU's turns a turn ends at the
+    // deadline whatever the vCPU is doing: CPU 0 runs to the first tick (4.000016 ms on the
+    // TICK_GRID), and from then CPU 1 holds every tick (it re-arms second and ties), running
+    // 4 ms less the two 3.504 µs handlers of each: its 60 ms end 105.12 µs into the 16th tick,
+    // at 64.112 ms. The rest of thread 0's op (6.999984 ms) runs then, with its 68 ms tick's
+    // handler: it ends at 71.116 ms, all of which is its run time. Without the cut, CPU 0
+    // held the machine for 11 ms.
+    let long = vec![Op::Compute(11_000_000), Op::Mark(Mark::RoiEnd)];
+    let mut small = vec![Op::Compute(1_000); 60_000];
+    small.push(Op::Mark(Mark::RoiEnd));
     let threads = vec![
         (0, Placement::Pinned(0), long),
         (0, Placement::Pinned(1), small),
     ];
-    let sets = ["machine.shared_core=true", "machine.vcpu_turns=true"];
+    let mut sets = TICK_GRID.to_vec();
+    sets.push("machine.vcpu_turns=true");
     let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
     let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
     let t0 = &sim.k.sched.threads[0];
+    let small_done = ms(sim.k.sched.threads[1].roi_end.unwrap());
+    assert!((64.112..64.113).contains(&small_done), "{small_done} ms");
     let done = ms(t0.roi_end.unwrap());
-    assert!((18.99..19.01).contains(&done), "{done} ms");
+    assert!((71.115..71.116).contains(&done), "{done} ms");
     let run_time = ms(t0.runtime);
-    assert!((18.99..19.01).contains(&run_time), "{run_time} ms");
-    // Thread 1's 27.3 ms of work: 8 ms by 19 ms, the rest alone after it.
-    let end = ms(sim.hw.end_cycles());
-    assert!((38.2..38.4).contains(&end), "{end} ms");
+    assert!((71.115..71.116).contains(&run_time), "{run_time} ms");
 }
 
 #[test]
@@ -694,36 +721,36 @@ fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
     // schedule); another computes on CPU 1. A sleep whose timer is the machine's earliest
     // deadline kicks every vCPU from inside hrtimer_start, before the thread reaches
     // schedule(); CPU 1 then runs to that deadline, and when CPU 0's turn comes back the timer
-    // has fired: the thread never slept, and the whole round was its run time. Alone on the
-    // machine, its run time is its work.
+    // has fired: the thread never slept, and the whole round was its run time, with the
+    // interrupt that woke it (3.504 µs on the TICK_GRID). Alone on the machine, it sleeps,
+    // and its run time is its work.
     let run_time = |busy: bool, sample_ms: &str| {
         let mut paced = vec![];
         for _ in 0..20 {
-            paced.extend([Op::Compute(220_000), Op::Pace(1_000_000)]);
+            paced.extend([Op::Compute(100_000), Op::Pace(1_000_000)]);
         }
-        paced.push(Op::Compute(220_000));
+        paced.push(Op::Compute(100_000));
         let mut threads = vec![(0, Placement::Pinned(0), paced)];
         if busy {
             // Small ops, so that its turns end within half a µs of their deadlines.
             threads.push((0, Placement::Pinned(1), vec![Op::Compute(1_000); 100_000]));
         }
         let interval = format!("sim.timeline_interval_ms={sample_ms}");
-        let sets = [
-            "machine.shared_core=true",
-            "machine.vcpu_turns=true",
-            &interval,
-        ];
+        let mut sets = TICK_GRID.to_vec();
+        sets.extend(["machine.vcpu_turns=true", &interval]);
         let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
         sim.hw.cycles_to_s(sim.k.sched.threads[0].runtime) * 1e3
     };
     let alone = run_time(false, "1000");
-    assert!((2.09..2.11).contains(&alone), "{alone} ms");
-    // Beside the busy CPU the slots end at 0.1 ms + k ms + the 50 µs slack (k = 0..19), so the
-    // last batch ends at 19.25 ms. Four sleeps kicked nobody: those ending at 4.15, 8.15,
-    // 12.15 and 16.15 ms, armed 0.9 ms before, since a 4 ms tick came first; they slept. The
-    // rest, 19.25 − 4 × 0.9 ms, is run time.
+    assert!((2.099..2.101).contains(&alone), "{alone} ms");
+    // Beside the busy CPU the slots end at 0.1 ms + k ms + the 50 µs slack (k = 0..19), and
+    // each batch starts after the 3.504 µs interrupt, whose re-arm ties with CPU 1's tick:
+    // the last batch ends at 19.2535 ms. Four sleeps kicked nobody: those ending at 4.15,
+    // 8.15, 12.15 and 16.15 ms, armed at x.2535 ms, since a 4 ms tick came first; they slept,
+    // and their wake-ups' interrupts ran in the idle task. The rest, 19.2535 − 4 × 0.9 ms,
+    // is run time.
     let beside_busy = run_time(true, "1000");
-    assert!((15.64..15.66).contains(&beside_busy), "{beside_busy} ms");
+    assert!((15.653..15.654).contains(&beside_busy), "{beside_busy} ms");
     // tierlab's own samples are no deadlines of the machine: sampling every 0.3 ms changes
     // nothing.
     assert_eq!(run_time(true, "0.3"), beside_busy);
@@ -744,7 +771,10 @@ fn a_thread_asleep_between_paced_batches_leaves_its_cpu_lazy_and_skipped_by_flus
             paced.push(Op::Pace(5_000_000));
             paced.extend((0..16).map(|i| Op::Load(BASE + i * PAGE)));
         }
+        // Thread 1 sleeps first, so that thread 0 has gone to sleep for its second slot when
+        // the mprotect comes (a kick's order would otherwise depend on the LAPIC's rounding).
         let protect = vec![
+            Op::Sleep(1_000_000),
             Op::Compute(2_000_000),
             Op::Mprotect {
                 addr: BASE,

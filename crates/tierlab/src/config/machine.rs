@@ -2,7 +2,7 @@
 //! nodes. Ranges here are the hardware's or tierlab's; the geometry and CPU-list rules that
 //! involve several keys are checked in `validate.rs`.
 
-use super::knob::{knob_table, KnobValue, Range, INT_MAX, TIERLAB};
+use super::knob::{knob_table, KnobValue, Range, INT_MAX, TIERLAB, UINT_MAX};
 use serde::{Deserialize, Serialize};
 
 /// The instruction-set architecture whose TLB and flush rules the run follows.
@@ -95,13 +95,21 @@ knob_table! {
             path: TIERLAB, range: Range::Any, source: "tierlab validate (QEMU TCG round-robin)";
         /// The CPUs take turns on one core as QEMU 7.2's TCG gives them under `-icount`,
         /// instead of `shared_core`'s even share: one CPU runs at a time, in CPU order, until
-        /// the next timer deadline (a 250 Hz tick or a pending wake-up), until it halts, or
-        /// until its thread arms the earliest timer (a pacing `clock_nanosleep`, slot plus
-        /// 50 µs slack), which kicks every vCPU and starts a round at the next; a thread past
-        /// its slack arms a minimum-delta timer, whose kick leaves the next CPU no time.
+        /// the next timer deadline (a CPU's 250 Hz tick or a pending wake-up), until it halts,
+        /// or until it arms the earliest timer (a pacing `clock_nanosleep`, slot plus 50 µs
+        /// slack, or its tick re-armed after a timer interrupt, at the LAPIC's rounding),
+        /// which kicks every vCPU and starts a round at the next; a thread past its slack arms
+        /// a minimum-delta timer, whose kick leaves the next CPU no time.
         vcpu_turns: bool = false,
             path: TIERLAB, range: Range::Any,
             source: "QEMU 7.2 accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn, tcg-accel-ops-icount.c icount_get_limit, softmmu/cpus.c qemu_timer_notify_cb";
+        /// Under `vcpu_turns`: the guest's calibrated local APIC timer ticks per jiffy at divide 1
+        /// (`lapic_timer_period`), from which the kernel converts a timer's delta to the count it
+        /// writes (`lapic_init_clockevent`: mult = div_sc(period / 16, TICK_NSEC, 32)), and so
+        /// the few nanoseconds by which QEMU's LAPIC expiry differs between CPUs' ticks.
+        lapic_timer_period: u32 = 3_999_971,
+            path: TIERLAB, range: Range::Int(16, UINT_MAX),
+            source: "measured: Debian 6.12.117 under QEMU 7.2 TCG -icount shift=0, `@lapic_timer_period` fetched by a kprobe on lapic_next_event (tierlab validate --trace); arch/x86/kernel/apic/apic.c";
         /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.
         /// Off by default: it costs about a third of the simulator's speed.
         cache_kib: u32 = 0,

@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod cpu;
+pub mod lapic;
 pub mod tlb;
 
 use crate::config::Config;
@@ -32,6 +33,8 @@ pub struct Machine {
     pub shared_core: bool,
     /// `machine.vcpu_turns`: ... in QEMU 7.2's round-robin turns (sim/turns.rs).
     pub vcpu_turns: bool,
+    /// The guest's LAPIC clockevent `mult` (shift 32), from `machine.lapic_timer_period`.
+    pub lapic_mult: u64,
 }
 
 impl Machine {
@@ -77,6 +80,7 @@ impl Machine {
             cost: cfg.cost.clone(),
             shared_core: m.shared_core,
             vcpu_turns: m.vcpu_turns,
+            lapic_mult: lapic::clockevent_mult(m.lapic_timer_period, crate::kernel::CONFIG_HZ),
         }
     }
 

@@ -12,7 +12,16 @@
 //! minimum-delta timer, so the next vCPU runs no instructions (its budget ends at once), the
 //! one after it runs to the next deadline, and the thread itself runs on when the round
 //! comes back to it. The deadlines are the guest's ticks, its threads' wake-ups and pacing
-//! timers, and kswapd's timed sleeps. A turn ends at its deadline to the instruction, so an
+//! timers, and kswapd's timed sleeps. Each CPU's tick is its own LAPIC timer: a busy CPU
+//! re-arms it for the next jiffy whenever it takes a timer interrupt (its tick, a pacing or
+//! minimum-delta timer) or leaves a halt, at the end of the handler
+//! (`cost.timer_interrupt_cycles`), and QEMU fires it at the LAPIC's 16 ns rounding
+//! (machine/lapic.rs); a re-arm strictly earlier than every pending timer kicks. So after a
+//! tick the CPU that re-arms first kicks (nothing else is pending), and the second keeps the
+//! turn to the next tick unless its rounding lands earlier; a reader behind schedule runs
+//! batches until one of its re-arms lands before the busy CPU's tick. A vCPU whose budget
+//! is zero because a timer has expired runs nothing: it runs the timers
+//! (icount_prepare_for_run), and the vCPU after it takes the turn. A turn ends at its deadline to the instruction, so an
 //! op that runs past it (task_numa_work's walk, a kswapd step) is cut there and its rest
 //! runs in the CPU's next turn, after the others'. Time a vCPU spends waiting for its turn
 //! still runs on the guest's clock, so a thread that was running when its turn ended accrues
@@ -20,14 +29,13 @@
 //!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
 //! sooner); a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush IPI's
-//! sender keeps its turn while it waits. And who holds the turn after a tick is simplified:
-//! here the next vCPU in order runs to the next deadline; in QEMU it finds the tick's timer
-//! expired and runs nothing, the one after it runs, and each tick handler's re-arm may kick
-//! again, in an order set by nanoseconds of rounding between the vCPUs' deadlines (in the
-//! guest kswapd held 17 of 24 ticks in one run and every tick in another).
+//! sender keeps its turn while it waits; a tick that fires while its CPU sleeps less than a
+//! tick (its halt drops the tick here); the handlers' own variation in length (one measured
+//! cost for every timer interrupt, where the guest's differ by the work each tick finds).
 
 use super::{Sim, SimError};
 use crate::kernel::Event;
+use crate::machine::lapic;
 use crate::mm::page::NIL;
 
 /// The guest kernel's tick rate (CONFIG_HZ). Busy CPUs tick on the same jiffy boundaries
@@ -60,17 +68,19 @@ impl Sim {
     /// with a budget up to the next timer deadline, and ends early at a vCPU whose
     /// exit_request a kick has set: that vCPU starts the next round. A kick
     /// (qemu_timer_notify_cb → rr_kick_vcpu_thread) sets every vCPU's exit_request and
-    /// happens when a vCPU arms a timer earlier than every pending one: here a pacing sleep's
-    /// timer, or a minimum-delta one. The ticks' re-arms kick too, in an order set by
-    /// nanoseconds of rounding between the vCPUs' deadlines; that is not modelled: a tick ends
-    /// the running turn as a deadline and the round goes on.
+    /// happens when a vCPU arms a timer earlier than every pending one: a pacing sleep's
+    /// timer, a minimum-delta one, or a re-armed tick.
     pub(super) fn run_turns(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         self.pending_wake = vec![0; ncpus];
         self.asleep_until = vec![None; ncpus];
         self.overrun = vec![None; ncpus];
+        self.lapic_irq = vec![false; ncpus];
+        self.handler_left = vec![None; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
+        // Every CPU ticks on the first jiffy, as the machine ran before the workload.
+        self.lapic_tick = vec![Some(self.lapic_expiry(0, tick)); ncpus];
         let mut now = 0u64;
         let mut last_report = 0u64;
         let mut start: Option<usize> = None;
@@ -87,10 +97,11 @@ impl Sim {
             if let Some(e) = self.fatal.take() {
                 return Err(e);
             }
-            // icount_handle_deadline takes an expired timer at the start of a round.
+            // icount_handle_deadline runs the expired timers at the start of a round.
             if min_delta == MinDelta::Expired {
                 min_delta = MinDelta::None;
             }
+            self.run_expired_ticks(now);
             let full_pass = start.is_none();
             let mut ran = false;
             let mut cur = Some(start.unwrap_or(0));
@@ -99,8 +110,14 @@ impl Sim {
                     break;
                 }
                 let runnable = self.vcpu_runnable(c, now);
-                if min_delta == MinDelta::Expired {
-                    // Its budget is zero: icount_prepare_for_run takes the timer instead.
+                if !runnable {
+                    // Halted: its tick is stopped (tick_nohz_idle_stop_tick), or its LAPIC
+                    // holds the earlier wake-up timer the wake-ups list.
+                    self.lapic_tick[c] = None;
+                }
+                if min_delta == MinDelta::Expired || self.run_expired_ticks(now) {
+                    // Its budget is zero: icount_prepare_for_run runs the expired timers
+                    // instead, raising their CPUs' interrupts.
                     min_delta = MinDelta::None;
                     ran = true;
                 } else if runnable && min_delta == MinDelta::Pending {
@@ -116,14 +133,37 @@ impl Sim {
                     if wake != 0 {
                         self.accrue_wait(c, now);
                         if wake > now {
+                            self.lapic_irq[c] = false;
                             self.sleep_until(c, wake);
                             cur = (c + 1 < ncpus).then_some(c + 1);
                             continue;
                         }
                     }
                     let carried = self.resume_overrun(c, now);
+                    let end = self.turn_deadline(now, Some(c));
+                    let handler = self.take_timer_interrupt(c, now, end, tick);
+                    if let Handler::Cut | Handler::Rearmed { kicks: true, .. } = handler {
+                        // The handler ran to the deadline (its rest waits for the CPU's next
+                        // turn), or its re-armed tick is the machine's earliest timer and
+                        // the kick ends the turn in the handler: the round goes on.
+                        now = match handler {
+                            Handler::Rearmed { at, .. } => at,
+                            _ => end,
+                        };
+                        if let Some(by_thread) = carried {
+                            self.overrun[c] = Some(Overrun {
+                                from: now,
+                                by_thread,
+                            });
+                        }
+                        if handler != Handler::Cut {
+                            kick(&mut exit_request, c);
+                        }
+                        cur = (c + 1 < ncpus).then_some(c + 1);
+                        continue;
+                    }
                     // (Its own clock, past `now` while it finishes an op, is no deadline.)
-                    let end = self.turn_deadline(now, tick, Some(c));
+                    let end = self.turn_deadline(now, Some(c));
                     let (stop, by_thread) = self.run_turn(c, now, end);
                     // An op ran past the deadline: its turn ended there in the middle of the
                     // op, and the other vCPUs take their turns before the rest of it runs. (A
@@ -135,19 +175,24 @@ impl Sim {
                         });
                     }
                     now = now.max(stop.min(end));
-                    match self.armed {
+                    // (Taken: a turn that ran nothing leaves the last one's timer behind.)
+                    match std::mem::replace(&mut self.armed, Armed::None) {
                         Armed::Sleep(wake) => {
-                            if wake < self.turn_deadline(now, tick, Some(c)) {
+                            if wake < self.turn_deadline(now, Some(c)) {
                                 // The earliest timer kicks inside hrtimer_start, before the
                                 // thread calls schedule(): it stays on its CPU meanwhile.
                                 kick(&mut exit_request, c);
                                 self.pending_wake[c] = wake;
+                                self.lapic_irq[c] = true;
+                                self.lapic_tick[c] = None;
                             } else {
                                 self.sleep_until(c, wake);
                             }
                         }
                         Armed::MinDelta => {
                             kick(&mut exit_request, c);
+                            self.lapic_irq[c] = true;
+                            self.lapic_tick[c] = None;
                             min_delta = MinDelta::Pending;
                         }
                         Armed::None => {}
@@ -234,11 +279,94 @@ impl Sim {
         self.wakeups(t, None, true).min()
     }
 
-    /// The machine's next timer deadline after `t` (icount_get_limit): the next tick or the
-    /// next wake-up, leaving out CPU `except`'s own pacing timer.
-    fn turn_deadline(&self, t: u64, tick: u64, except: Option<usize>) -> u64 {
-        let next_tick = (t / tick + 1) * tick;
-        self.wakeups(t, except, false).fold(next_tick, u64::min)
+    /// The machine's next timer deadline after `t` (icount_get_limit): the CPUs' next ticks
+    /// or the next wake-up, leaving out CPU `except`'s own pacing timer.
+    fn turn_deadline(&self, t: u64, except: Option<usize>) -> u64 {
+        self.timers_after(t, except, None)
+    }
+
+    /// The earliest pending timer after `t`, leaving out CPU `except_slot`'s pacing timer and
+    /// CPU `except_tick`'s tick (u64::MAX if none).
+    fn timers_after(&self, t: u64, except_slot: Option<usize>, except_tick: Option<usize>) -> u64 {
+        let ticks = (0..self.lapic_tick.len())
+            .filter(move |&c| Some(c) != except_tick)
+            .filter_map(|c| self.lapic_tick[c]);
+        self.wakeups(t, except_slot, false)
+            .chain(ticks)
+            .fold(u64::MAX, u64::min)
+    }
+
+    /// A vCPU's budget at `t` is zero if a CPU's tick has expired (icount_get_limit):
+    /// icount_prepare_for_run runs the expired timers instead, and each raises its CPU's
+    /// interrupt. Returns whether any had.
+    fn run_expired_ticks(&mut self, t: u64) -> bool {
+        let mut any = false;
+        for c in 0..self.lapic_tick.len() {
+            if self.lapic_tick[c].is_some_and(|e| e <= t) {
+                self.lapic_tick[c] = None;
+                self.lapic_irq[c] = true;
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Busy CPU `c`, its turn running from `t` to `end`, takes the timer interrupt it has (its
+    /// tick, or a minimum-delta or wake-up timer it armed) or, out of a halt, restarts its
+    /// tick (tick_nohz_idle_exit): the handler runs (`cost.timer_interrupt_cycles`; the
+    /// interrupted thread's run time, as Debian's kernel has no IRQ_TIME_ACCOUNTING) and
+    /// re-arms the tick, unless the deadline cuts it first.
+    fn take_timer_interrupt(&mut self, c: usize, t: u64, end: u64, tick: u64) -> Handler {
+        let (left, of_thread) = match self.handler_left[c].take() {
+            Some(rest) => rest,
+            None => {
+                let interrupted = std::mem::take(&mut self.lapic_irq[c]);
+                if !interrupted && self.lapic_tick[c].is_some() {
+                    return Handler::None;
+                }
+                let tid = self.k.sched.rq[c].current;
+                let cost = self.hw.cost.timer_interrupt_cycles as u64;
+                (cost, interrupted && tid != NIL)
+            }
+        };
+        self.accrue_wait(c, t);
+        let ran = left.min(end.saturating_sub(t));
+        self.hw.charge_sys(c, ran);
+        if of_thread {
+            let tid = self.k.sched.rq[c].current as usize;
+            self.k.sched.threads[tid].runtime += ran;
+        }
+        if ran < left {
+            self.handler_left[c] = Some((left - ran, of_thread));
+            return Handler::Cut;
+        }
+        let at = t + ran;
+        Handler::Rearmed {
+            at,
+            kicks: self.rearm_tick(c, at, tick),
+        }
+    }
+
+    /// CPU `c` programs its LAPIC for its next tick at `t` (hrtimer_interrupt →
+    /// tick_program_event, or tick_nohz_idle_exit after a halt) and returns whether that
+    /// timer kicks: QEMU inserts it after every timer that expires no later
+    /// (timer_mod_ns_locked), and only a new head of the list notifies (timerlist_rearm →
+    /// qemu_timer_notify_cb). Busy CPUs tick on the same jiffies (no skew_tick), so which
+    /// CPU's tick comes first is a matter of the LAPIC's rounding (`lapic_expiry`).
+    fn rearm_tick(&mut self, c: usize, t: u64, tick: u64) -> bool {
+        let next_jiffy = (t / tick + 1) * tick;
+        let expiry = self.lapic_expiry(t, next_jiffy);
+        self.lapic_tick[c] = Some(expiry);
+        expiry < self.timers_after(t, Some(c), Some(c))
+    }
+
+    /// When QEMU's LAPIC timer, programmed at `t` for `target`, fires (machine/lapic.rs).
+    /// The guest's clock is the instruction clock (its tsc_khz is 999,999, measured), so its
+    /// nanoseconds are QEMU's virtual ones.
+    fn lapic_expiry(&self, t: u64, target: u64) -> u64 {
+        let ns = |cycles: u64| (cycles as f64 / self.hw.cycles_per_ns).round() as u64;
+        let expiry = lapic::expiry_ns(ns(t), ns(target), self.hw.lapic_mult);
+        self.hw.ns_to_cycles(expiry as f64)
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
@@ -327,6 +455,7 @@ impl Sim {
     /// (should_flush_tlb) and switch_mm_irqs_off catches up when the thread is back.
     fn sleep_until(&mut self, c: usize, wake: u64) {
         self.hw.cpus[c].idle_until(wake);
+        self.lapic_tick[c] = None;
         self.k.enter_lazy_tlb(c);
     }
 }
@@ -337,6 +466,17 @@ impl Sim {
 pub(super) struct Overrun {
     from: u64,
     by_thread: bool,
+}
+
+/// What a CPU's timer interrupt did at the start of its turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handler {
+    /// It had none to take.
+    None,
+    /// The turn's deadline came first; the rest of the handler runs in its next turn.
+    Cut,
+    /// The handler re-armed the tick at `at`; `kicks` if that is the machine's earliest timer.
+    Rearmed { at: u64, kicks: bool },
 }
 
 /// A kick: every vCPU's exit_request is set; the running one's is spent as it leaves.
