@@ -105,7 +105,7 @@ pub struct Sim {
     /// a wake-up timer), whose handler re-arms the tick.
     lapic_irq: Vec<bool>,
     /// `machine.vcpu_turns`: per CPU, the rest of a timer interrupt's handler a deadline cut,
-    /// and whether it is the interrupted thread's run time.
+    /// and whether it interrupted the CPU's work (else it ended a halt).
     handler_left: Vec<Option<(u64, bool)>>,
     /// `machine.vcpu_turns`: each CPU's op that ran past its turn's deadline, if any; its
     /// rest waits for the CPU's next turn.

@@ -317,27 +317,31 @@ impl Sim {
     /// interrupted thread's run time, as Debian's kernel has no IRQ_TIME_ACCOUNTING) and
     /// re-arms the tick, unless the deadline cuts it first.
     fn take_timer_interrupt(&mut self, c: usize, t: u64, end: u64, tick: u64) -> Handler {
-        let (left, of_thread) = match self.handler_left[c].take() {
+        let (left, interrupted) = match self.handler_left[c].take() {
             Some(rest) => rest,
             None => {
                 let interrupted = std::mem::take(&mut self.lapic_irq[c]);
                 if !interrupted && self.lapic_tick[c].is_some() {
                     return Handler::None;
                 }
-                let tid = self.k.sched.rq[c].current;
-                let cost = self.hw.cost.timer_interrupt_cycles as u64;
-                (cost, interrupted && tid != NIL)
+                (self.hw.cost.timer_interrupt_cycles as u64, interrupted)
             }
         };
         self.accrue_wait(c, t);
         let ran = left.min(end.saturating_sub(t));
-        self.hw.charge_sys(c, ran);
-        if of_thread {
-            let tid = self.k.sched.rq[c].current as usize;
-            self.k.sched.threads[tid].runtime += ran;
+        let tid = self.k.sched.rq[c].current;
+        if !interrupted {
+            // Out of a halt the handler runs in the idle task, and the thread it wakes is
+            // not running yet: a wait after it is no run time (accrue_wait).
+            self.hw.cpus[c].idle_until(t + ran);
+        } else {
+            self.hw.charge_sys(c, ran);
+            if tid != NIL {
+                self.k.sched.threads[tid as usize].runtime += ran;
+            }
         }
         if ran < left {
-            self.handler_left[c] = Some((left - ran, of_thread));
+            self.handler_left[c] = Some((left - ran, interrupted));
             return Handler::Cut;
         }
         let at = t + ran;
