@@ -757,6 +757,41 @@ fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
 }
 
 #[test]
+fn a_wake_up_whose_tick_re_arm_kicks_leaves_the_woken_thread_waiting_without_run_time() {
+    // Thread 0 (CPU 0) works 100 µs, sleeps 1,000,008 ns and works 100 µs more; thread 1
+    // (CPU 1) computes 20 ms. On the TICK_GRID the wake-up's handler (in the idle task, from
+    // 1.100008 ms) re-arms CPU 0's tick 8 ns off the grid, at 4.000008 ms, before CPU 1's at
+    // 4.000016 ms: it kicks, and CPU 1 runs to that tick while thread 0, woken, has not run
+    // yet: that wait is not its run time. From the tick on, thread 0 is current (CPU 0 runs
+    // its tick handlers, 3.504 µs each, and CPU 1, re-arming second, holds every tick), so
+    // it accrues every wait until CPU 1's 20 ms end 131.528 µs into its fifth tick, at
+    // 20.138544 ms; then its 100 µs. Run time: 0.1 ms, then 4.000008 → 20.238544 ms; with
+    // the wait after the kick counted, it would be 2.9 ms more.
+    let threads = vec![
+        (
+            0,
+            Placement::Pinned(0),
+            vec![
+                Op::Compute(100_000),
+                Op::Sleep(1_000_008),
+                Op::Compute(100_000),
+                Op::Mark(Mark::RoiEnd),
+            ],
+        ),
+        (0, Placement::Pinned(1), vec![Op::Compute(1_000_000); 20]),
+    ];
+    let mut sets = TICK_GRID.to_vec();
+    sets.push("machine.vcpu_turns=true");
+    let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+    let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+    let t0 = &sim.k.sched.threads[0];
+    let done = ms(t0.roi_end.unwrap());
+    assert!((20.2385..20.2386).contains(&done), "{done} ms");
+    let run_time = ms(t0.runtime);
+    assert!((16.3385..16.3386).contains(&run_time), "{run_time} ms");
+}
+
+#[test]
 fn a_thread_asleep_between_paced_batches_leaves_its_cpu_lazy_and_skipped_by_flushes() {
     // Thread 0 (CPU 0) writes 16 pages, then reads them in batches paced 5 ms apart; thread 1
     // (CPU 1, same process) computes for a while and then write-protects the pages, which

@@ -197,6 +197,10 @@ impl Sim {
                         }
                         Armed::None => {}
                     }
+                    if !self.vcpu_runnable(c, now) && self.pending_wake[c] == 0 {
+                        // Its thread slept or left and nothing else runs there: it halts.
+                        self.lapic_tick[c] = None;
+                    }
                 }
                 cur = (c + 1 < ncpus).then_some(c + 1);
             }
