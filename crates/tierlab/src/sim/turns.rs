@@ -21,9 +21,10 @@
 //! turn to the next tick unless its rounding lands earlier; a reader behind schedule runs
 //! batches until one of its re-arms lands before the busy CPU's tick. A vCPU whose budget
 //! is zero because a timer has expired runs nothing: it runs the timers
-//! (icount_prepare_for_run), and the vCPU after it takes the turn. A turn ends at its deadline to the instruction, so an
-//! op that runs past it (task_numa_work's walk, a kswapd step) is cut there and its rest
-//! runs in the CPU's next turn, after the others'. Time a vCPU spends waiting for its turn
+//! (icount_prepare_for_run), and the vCPU after it takes the turn. A turn ends at its
+//! deadline to the instruction, so an op that runs past it (task_numa_work's walk, a kswapd
+//! step, a timer interrupt's handler) is cut there and its rest runs in the CPU's next turn,
+//! after the others'. Time a vCPU spends waiting for its turn
 //! still runs on the guest's clock, so a thread that was running when its turn ended accrues
 //! it as run time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
