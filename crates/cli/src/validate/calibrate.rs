@@ -497,6 +497,94 @@ pub fn sampler_sets(
     ]
 }
 
+/// The sampler's work per sample on a shared core, searched as the readers' gaps are: the
+/// guest's `cpu_ms` per sample is the sampler's run time, which includes the other vCPUs'
+/// turns while it is current (its span and its CPU time are equal), so the work that gives
+/// the stand-in's sampler the same run time is less. Each step scales the work by the guest's
+/// run time over the stand-in's, inside a bracket that bisects when a step leaves it.
+#[derive(Clone, Debug)]
+pub struct SamplerSearch {
+    want_us: f64,
+    samples: f64,
+    cpu_us: f64,
+    lo: f64,
+    hi: f64,
+    done: bool,
+    best: Option<(f64, f64)>,
+}
+
+impl SamplerSearch {
+    /// From `sampler_sets`' output: the guest's mean CPU time and the count; None without.
+    pub fn new(sampler_sets: &[String]) -> Option<SamplerSearch> {
+        let get = |key: &str| {
+            (sampler_sets.iter())
+                .find_map(|s| s.strip_prefix(&format!("workload.sampler.{key}=")))
+                .and_then(|v| v.parse::<f64>().ok())
+        };
+        let (want_us, samples) = (get("cpu_us")?, get("samples")?);
+        (want_us > 0.0 && samples > 0.0).then_some(SamplerSearch {
+            want_us,
+            samples,
+            cpu_us: want_us,
+            lo: 0.0,
+            hi: want_us,
+            done: false,
+            best: None,
+        })
+    }
+
+    /// The `--set` of the work to try next (it overrides `sampler_sets`' `cpu_us`).
+    pub fn set(&self) -> String {
+        format!("workload.sampler.cpu_us={}", self.cpu_us.round().max(1.0))
+    }
+
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Take the stand-in's phases from a run with `set()`; returns (stand-in, guest) run time
+    /// per sample in µs, or None if the run had no sampler phase.
+    pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Option<(f64, f64)> {
+        if self.done {
+            return None;
+        }
+        let run_us = (sim_phases.iter())
+            .find(|p| p.0 == workloads::scripted::SAMPLER_PHASE)?
+            .1;
+        let got = run_us / self.samples;
+        let error = (got - self.want_us).abs() / self.want_us;
+        if self.best.is_none_or(|(e, _)| error < e) {
+            self.best = Some((error, self.cpu_us));
+        }
+        if error <= GAP_TOLERANCE {
+            self.done = true;
+            return Some((got, self.want_us));
+        }
+        if got > self.want_us {
+            self.hi = self.cpu_us;
+        } else {
+            self.lo = self.cpu_us;
+        }
+        let next = self.cpu_us * self.want_us / got.max(1.0);
+        self.cpu_us = if next > self.lo && next < self.hi {
+            next
+        } else {
+            (self.lo + self.hi) / 2.0
+        };
+        Some((got, self.want_us))
+    }
+
+    /// Keep the closest run's work if the search did not converge; returns its error.
+    pub fn settle(&mut self) -> Option<f64> {
+        if self.done {
+            return None;
+        }
+        let (error, cpu_us) = self.best?;
+        self.cpu_us = cpu_us;
+        Some(error)
+    }
+}
+
 /// The error a guest's probe reported (`{"<key>": {"error": ...}}`), if any.
 pub fn probe_error(guest_lines: &[String], key: &str) -> Option<String> {
     let p = probe_line(guest_lines, key)?;
@@ -672,6 +760,31 @@ count = 10
             Some("mount cgroup2: EPERM")
         );
         assert_eq!(probe_error(&lines, "reclaim_probe"), None);
+    }
+
+    #[test]
+    fn the_samplers_work_is_searched_for_the_guests_run_time_per_sample() {
+        let sets = [
+            "workload.sampler.interval_ms=100".to_string(),
+            "workload.sampler.cpu_us=20000".to_string(),
+            "workload.sampler.samples=10".to_string(),
+        ];
+        let mut s = SamplerSearch::new(&sets).unwrap();
+        // The first try is the guest's run time itself, as work.
+        assert_eq!(s.set(), "workload.sampler.cpu_us=20000");
+        let phases = |run_us: f64| vec![("sampler".to_string(), run_us, 0)];
+        // Its stand-in ran 40 ms per sample, waiting for the other vCPUs: half the work next.
+        assert_eq!(s.step(&phases(400_000.0)), Some((40_000.0, 20_000.0)));
+        assert_eq!(s.set(), "workload.sampler.cpu_us=10000");
+        assert!(!s.done());
+        // A run without the sampler's phase says nothing.
+        assert_eq!(s.step(&[]), None);
+        // Within 2 %: done, and the work stays.
+        assert_eq!(s.step(&phases(203_000.0)), Some((20_300.0, 20_000.0)));
+        assert!(s.done() && s.settle().is_none());
+        assert_eq!(s.set(), "workload.sampler.cpu_us=10000");
+        // No sampler, no search.
+        assert!(SamplerSearch::new(&sets[..1]).is_none());
     }
 
     #[test]

@@ -46,7 +46,7 @@ use std::sync::Arc;
 
 use tierlab::config::ConfigError;
 use tierlab::workload::{
-    FileSpec, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+    FileSpec, Mark, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
 };
 
 use config::PlacementCfg;
@@ -193,6 +193,7 @@ pub fn build(
         });
     let mut threads: Vec<ThreadSpec> = std::iter::once(main).chain(workers).collect();
     let mut processes = 1;
+    let mut phase_names = phases.names;
     if let Some(sampler) = &cfg.sampler {
         // As the C program's sampler sets its affinity: off the workers' pinned CPUs.
         let pinned: Vec<u32> = (threads.iter())
@@ -204,7 +205,11 @@ pub fn build(
         let placement = (0..cpus)
             .find(|c| !pinned.is_empty() && !pinned.contains(c))
             .map_or(Placement::Spread, Placement::Pinned);
-        threads.push(sampler_thread(sampler, placement, cpu_ghz));
+        // Its run time is reported as a phase of its own, which `validate` matches to the
+        // guest sampler's CPU time per sample.
+        let phase = phase_names.len() as u32;
+        phase_names.push(SAMPLER_PHASE.to_string());
+        threads.push(sampler_thread(sampler, placement, cpu_ghz, phase));
         processes = 2;
     }
     Ok(Workload {
@@ -214,14 +219,23 @@ pub fn build(
         files,
         threads,
         info,
-        phases: phases.names,
+        phases: phase_names,
         regions: region_specs,
     })
 }
 
+/// The phase the sampler's run time is reported under.
+pub const SAMPLER_PHASE: &str = "sampler";
+
 /// `[workload.sampler]`: a process of its own that opens a pacing schedule and, at each of
-/// its slots, runs `cpu_us` (as `validate`'s sampler wakes every interval and walks /proc).
-fn sampler_thread(s: &config::SamplerCfg, placement: Placement, cpu_ghz: f64) -> ThreadSpec {
+/// its slots, runs `cpu_us` (as `validate`'s sampler wakes every interval and walks /proc),
+/// all of it in phase `phase`.
+fn sampler_thread(
+    s: &config::SamplerCfg,
+    placement: Placement,
+    cpu_ghz: f64,
+    phase: u32,
+) -> ThreadSpec {
     let interval_ns = (s.interval_ms * 1e6).round() as u32;
     let cycles = (s.cpu_us * 1e3 * cpu_ghz).round() as u64;
     // Op::Compute takes u32 cycles: a long run is several.
@@ -232,7 +246,7 @@ fn sampler_thread(s: &config::SamplerCfg, placement: Placement, cpu_ghz: f64) ->
         run.push(Op::Compute(n as u32));
         left -= n;
     }
-    let mut ops = Vec::new();
+    let mut ops = vec![Op::Mark(Mark::Phase(phase))];
     for _ in 0..s.samples {
         ops.push(Op::Pace(interval_ns));
         ops.extend_from_slice(&run);

@@ -3,11 +3,11 @@
 use tierlab::config::ConfigError;
 use tierlab::workload::{advice, prot, Backing, Mark, Op, Placement, ThreadStream, Workload};
 
-use super::build;
 use super::process_image::REGIONS_END;
 use super::regions::{ALIGN, BASE};
 use super::stream::CHUNK;
 use super::PAGE;
+use super::{build, SAMPLER_PHASE};
 
 const HDR: &str = "[workload]\ntype = \"scripted\"\n";
 
@@ -675,16 +675,14 @@ fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
     assert_eq!(sampler.process, 1);
     // No worker is pinned: the scheduler places it too.
     assert_eq!(sampler.placement, Placement::Spread);
-    // 2 ms at 2.2 GHz after each 100 ms slot.
+    // 2 ms at 2.2 GHz after each 100 ms slot, all in a phase of its own, after the workers'.
     let slot = [Op::Pace(100_000_000), Op::Compute(4_400_000)];
-    let want: Vec<Op> = slot
-        .iter()
-        .cycle()
-        .take(6)
-        .copied()
+    let want: Vec<Op> = std::iter::once(Op::Mark(Mark::Phase(1)))
+        .chain(slot.iter().cycle().take(6).copied())
         .chain([Op::Exit])
         .collect();
     assert_eq!(drain(sampler.stream.as_mut()), want);
+    assert_eq!(w.phases, ["t", SAMPLER_PHASE]);
     // Without the table, one process and no extra thread.
     let plain = wl(&src[..src.find("[workload.sampler]").unwrap()]);
     assert_eq!((plain.processes, plain.threads.len()), (1, 2));
