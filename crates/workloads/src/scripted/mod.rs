@@ -207,6 +207,13 @@ pub fn build(
             .map_or(Placement::Spread, Placement::Pinned);
         // Its run time is reported as a phase of its own, which `validate` matches to the
         // guest sampler's CPU time per sample.
+        if phase_names.iter().any(|n| n == SAMPLER_PHASE) {
+            return Err(ConfigError::key(
+                origin,
+                "workload.sampler",
+                format!("a phase is named \"{SAMPLER_PHASE}\", the name the sampler's run time is reported under; rename the phase"),
+            ));
+        }
         let phase = phase_names.len() as u32;
         phase_names.push(SAMPLER_PHASE.to_string());
         threads.push(sampler_thread(sampler, placement, cpu_ghz, phase));

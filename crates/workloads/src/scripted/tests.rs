@@ -698,4 +698,11 @@ fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
         Ok(_) => panic!("a sampler busier than its interval was accepted"),
     };
     assert!(e.to_string().contains("workload.sampler.cpu_us"), "{e}");
+    // A phase may not take the name the sampler's run time is reported under.
+    let clash = src.replace("name = \"t\"", "name = \"sampler\"");
+    let e = match try_build(&clash, 7) {
+        Err(e) => e,
+        Ok(_) => panic!("a phase named like the sampler was accepted"),
+    };
+    assert!(e.to_string().contains("workload.sampler"), "{e}");
 }
