@@ -662,15 +662,18 @@ fn vcpu_turns_give_a_thread_behind_schedule_one_batch_per_tick_or_none_by_who_ho
         "{busy_runtime} of {busy_end} ms"
     );
     // Paced on CPU 0, beside 20 ms of work on CPU 1: before the first tick every re-arm of
-    // CPU 0 ties with CPU 1's pending tick and does not kick, so it runs batch after batch
-    // (103.504 µs each with the interrupt) and is cut 13.36 µs into its 39th at the tick.
-    // From then CPU 1 holds every tick (3.993 ms of work in each, after the two handlers)
-    // until its work ends at 23.985 ms, and the paced thread's last 86.64 µs and 11 batches
-    // follow, with one more tick's handler: 23.985 + 0.0866 + 11 × 0.1035 + 0.0035 ms.
+    // CPU 0 ties with CPU 1's pending tick and does not kick, so it runs batch after batch,
+    // each minimum-delta kick giving CPU 1 the 1.008 µs to that timer's expiry ((62 + 1) ×
+    // 16 ns): 104.512 µs per batch with the interrupt, and it is cut 20.432 µs before the
+    // end of its 38th at the tick. CPU 1 has done 50 µs + 37 × 1.008 µs of its work by then;
+    // from then it holds every tick (3.993 ms of work in each, after the two handlers) until
+    // its work ends at 23.94776 ms. The paced thread's rest of batch 38 and 12 batches
+    // follow alone (its own minimum-delta budgets are its time), with one more tick's
+    // handler: 23.94776 + 0.020432 + 12 × 0.103504 + 0.003504 = 25.213744 ms.
     let (first, busy_end, _) = ends(true, 20, 50_000, 0);
     let busy_end = busy_end.unwrap();
-    assert!((23.98..23.99).contains(&busy_end), "{busy_end} ms");
-    assert!((25.20..25.22).contains(&first), "{first} ms");
+    assert!((23.9477..23.9478).contains(&busy_end), "{busy_end} ms");
+    assert!((25.2137..25.2138).contains(&first), "{first} ms");
     // Alone: the 50 µs slack, 50 batches, and 51 handlers (the wake's, 49 minimum-delta
     // timers' and the 4 ms tick's).
     let (alone, _, _) = ends(true, 0, 50_000, 1);

@@ -99,7 +99,7 @@ knob_table! {
         /// or until it arms the earliest timer (a pacing `clock_nanosleep`, slot plus 50 µs
         /// slack, or its tick re-armed after a timer interrupt, at the LAPIC's rounding),
         /// which kicks every vCPU and starts a round at the next; a thread past its slack arms
-        /// a minimum-delta timer, whose kick leaves the next CPU no time.
+        /// a minimum-delta timer (1 µs), whose kick leaves the next CPU that microsecond.
         vcpu_turns: bool = false,
             path: TIERLAB, range: Range::Any,
             source: "QEMU 7.2 accel/tcg/tcg-accel-ops-rr.c rr_cpu_thread_fn, tcg-accel-ops-icount.c icount_get_limit, softmmu/cpus.c qemu_timer_notify_cb";

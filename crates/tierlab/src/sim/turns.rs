@@ -9,9 +9,9 @@
 //! one (softmmu/cpus.c `qemu_timer_notify_cb` → `rr_kick_vcpu_thread`) sets every vCPU's
 //! `exit_request`, so the next vCPU in order starts a new round. A paced thread's
 //! `clock_nanosleep` arms its slot plus the 50 µs timer slack; one already past that gets a
-//! minimum-delta timer, so the next vCPU runs no instructions (its budget ends at once), the
-//! one after it runs to the next deadline, and the thread itself runs on when the round
-//! comes back to it. The deadlines are the guest's ticks, its threads' wake-ups and pacing
+//! minimum-delta timer (1 µs), so the next vCPU runs until it expires, the one after it finds
+//! it expired and runs nothing, the next runs to the next deadline, and the thread itself
+//! runs on when the round comes back to it. The deadlines are the guest's ticks, its threads' wake-ups and pacing
 //! timers, and kswapd's timed sleeps. Each CPU's tick is its own LAPIC timer: a busy CPU
 //! re-arms it for the next jiffy whenever it takes a timer interrupt (its tick, a pacing or
 //! minimum-delta timer) or leaves a halt, at the end of the handler
@@ -43,14 +43,18 @@ use crate::mm::page::NIL;
 /// (tick_sched_timer without skew_tick).
 const GUEST_HZ: f64 = crate::kernel::CONFIG_HZ as f64;
 
-/// A minimum-delta timer a thread armed: pending (the next vCPU to run gets the few
-/// instructions before it expires), or expired and not yet taken.
+/// A minimum-delta timer a thread armed: pending until it expires at this time (the next
+/// vCPU to run gets the instructions before that), or expired and not yet taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum MinDelta {
     None,
-    Pending,
+    Pending(u64),
     Expired,
 }
+
+/// The clockevent's minimum delta, ns: cev_delta2ns raises the LAPIC's 15 counts to 1 µs
+/// (kernel/time/clockevents.c), which the kernel writes as 62 counts (traced).
+const MIN_DELTA_NS: u64 = 1_000;
 
 /// The timer a paced thread's `clock_nanosleep` armed in its CPU's turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,10 +125,6 @@ impl Sim {
                     // instead, raising their CPUs' interrupts.
                     min_delta = MinDelta::None;
                     ran = true;
-                } else if runnable && min_delta == MinDelta::Pending {
-                    // Its budget ends where the timer expires, a few instructions away.
-                    min_delta = MinDelta::Expired;
-                    ran = true;
                 } else if runnable {
                     ran = true;
                     // Back from its kick, the thread reaches schedule(): the round it waited
@@ -140,8 +140,17 @@ impl Sim {
                             continue;
                         }
                     }
+                    // After a minimum-delta kick its budget ends where that timer expires,
+                    // about 1 µs on, and the vCPU after it finds the timer expired.
+                    let budget_end = match min_delta {
+                        MinDelta::Pending(expiry) => {
+                            min_delta = MinDelta::Expired;
+                            expiry
+                        }
+                        _ => u64::MAX,
+                    };
                     let carried = self.resume_overrun(c, now);
-                    let end = self.turn_deadline(now, Some(c));
+                    let end = self.turn_deadline(now, Some(c)).min(budget_end);
                     let handler = self.take_timer_interrupt(c, now, end, tick);
                     if let Handler::Cut | Handler::Rearmed { kicks: true, .. } = handler {
                         // The handler ran to the deadline (its rest waits for the CPU's next
@@ -164,7 +173,7 @@ impl Sim {
                         continue;
                     }
                     // (Its own clock, past `now` while it finishes an op, is no deadline.)
-                    let end = self.turn_deadline(now, Some(c));
+                    let end = self.turn_deadline(now, Some(c)).min(budget_end);
                     let (stop, by_thread) = self.run_turn(c, now, end);
                     // An op ran past the deadline: its turn ended there in the middle of the
                     // op, and the other vCPUs take their turns before the rest of it runs. (A
@@ -194,7 +203,9 @@ impl Sim {
                             kick(&mut exit_request, c);
                             self.lapic_irq[c] = true;
                             self.lapic_tick[c] = None;
-                            min_delta = MinDelta::Pending;
+                            let min_delta_cycles = self.hw.ns_to_cycles(MIN_DELTA_NS as f64);
+                            min_delta =
+                                MinDelta::Pending(self.lapic_expiry(now, now + min_delta_cycles));
                         }
                         Armed::None => {}
                     }
