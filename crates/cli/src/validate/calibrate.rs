@@ -232,23 +232,65 @@ pub struct GapSearch {
     best: Option<(f64, Vec<f64>)>,
 }
 
-/// One random phase's search.
+/// One random phase's search: its gap, for the guest's run time per access (ns).
 struct GapPhase {
     index: usize,
     /// The worker whose gap this is; None: every thread's.
     thread: Option<usize>,
     name: String,
-    /// The guest's run time per access, ns.
+    gap: Bracket,
+}
+
+/// Stand-in run time within this fraction of the guest's ends a search.
+const GAP_TOLERANCE: f64 = 0.02;
+
+/// The search for one amount of work that gives the stand-in the guest's run time `want`:
+/// a bracket [lo, hi] around the answer, starting from [0, want] (run time is never less
+/// than the work), stepping by guest / stand-in run time inside it and bisecting when a
+/// step leaves it.
+#[derive(Clone, Debug)]
+struct Bracket {
     want: f64,
-    /// The bracket around the answer, and the gap to try next.
     lo: f64,
     hi: f64,
-    gap: f64,
+    /// The work to try next.
+    value: f64,
     done: bool,
 }
 
-/// Stand-in run time per access within this fraction of the guest's ends the search.
-const GAP_TOLERANCE: f64 = 0.02;
+impl Bracket {
+    fn new(want: f64) -> Bracket {
+        Bracket {
+            want,
+            lo: 0.0,
+            hi: want,
+            value: want,
+            done: false,
+        }
+    }
+
+    /// The stand-in's run time with `value` was `got`: done within GAP_TOLERANCE, else the
+    /// next value.
+    fn step(&mut self, got: f64) {
+        if (got - self.want).abs() <= GAP_TOLERANCE * self.want || got <= 0.0 {
+            self.done = true;
+            return;
+        }
+        let next = self.value * self.want / got;
+        if got > self.want {
+            self.hi = self.value;
+        } else {
+            self.lo = self.value;
+            // Run time grows with the work, so the answer lies above: widen if need be.
+            self.hi = self.hi.max(next);
+        }
+        self.value = if next > self.lo && next < self.hi {
+            next
+        } else {
+            (self.lo + self.hi) / 2.0
+        };
+    }
+}
 
 impl GapSearch {
     /// A search for each (phase index, guest ns per access) of `wants`.
@@ -271,11 +313,7 @@ impl GapSearch {
                     index,
                     thread,
                     name: thread.map_or(phase.clone(), |w| worker_label(phase, w)),
-                    want,
-                    lo: 0.0,
-                    hi: want,
-                    gap: want,
-                    done: false,
+                    gap: Bracket::new(want),
                 })
             })
             .collect();
@@ -286,7 +324,7 @@ impl GapSearch {
     pub fn gaps(&self) -> Vec<(usize, f64)> {
         (self.phases.iter())
             .filter(|p| p.thread.is_none())
-            .map(|p| (p.index, p.gap))
+            .map(|p| (p.index, p.gap.value))
             .collect()
     }
 
@@ -306,7 +344,7 @@ impl GapSearch {
                     per_phase.len() - 1
                 }
             };
-            per_phase[i].1[w] = p.gap.round() as u64;
+            per_phase[i].1[w] = p.gap.value.round() as u64;
         }
         for (i, g) in per_phase {
             let list: Vec<String> = g.iter().map(u64::to_string).collect();
@@ -320,40 +358,24 @@ impl GapSearch {
 
     /// Whether every phase's stand-in matches its guest.
     pub fn done(&self) -> bool {
-        self.phases.iter().all(|p| p.done)
+        self.phases.iter().all(|p| p.gap.done)
     }
 
     /// Take the stand-in's (name, run_time_us, accesses) per phase from a run with `gaps()`;
     /// returns (name, stand-in ns per access, guest ns per access) for each phase stepped.
     pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Vec<(String, f64, f64)> {
         let mut seen = Vec::new();
-        let tried: Vec<f64> = self.phases.iter().map(|p| p.gap).collect();
-        for p in self.phases.iter_mut().filter(|p| !p.done) {
+        let tried: Vec<f64> = self.phases.iter().map(|p| p.gap.value).collect();
+        for p in self.phases.iter_mut().filter(|p| !p.gap.done) {
             let Some(got) = (sim_phases.iter())
                 .find(|s| s.0 == p.name && s.2 > 0)
                 .map(|s| s.1 * 1e3 / s.2 as f64)
             else {
-                p.done = true;
+                p.gap.done = true;
                 continue;
             };
-            seen.push((p.name.clone(), got, p.want));
-            if (got - p.want).abs() <= GAP_TOLERANCE * p.want || got <= 0.0 {
-                p.done = true;
-                continue;
-            }
-            let next = p.gap * p.want / got;
-            if got > p.want {
-                p.hi = p.gap;
-            } else {
-                p.lo = p.gap;
-                // Run time grows with the gap, so the answer lies above: widen if need be.
-                p.hi = p.hi.max(next);
-            }
-            p.gap = if next > p.lo && next < p.hi {
-                next
-            } else {
-                (p.lo + p.hi) / 2.0
-            };
+            seen.push((p.name.clone(), got, p.gap.want));
+            p.gap.step(got);
         }
         let error = (seen.iter())
             .map(|(_, got, want)| (got / want - 1.0).abs())
@@ -373,7 +395,7 @@ impl GapSearch {
         }
         let (error, gaps) = self.best.clone()?;
         for (p, g) in self.phases.iter_mut().zip(gaps) {
-            p.gap = g;
+            p.gap.value = g;
         }
         Some(error)
     }
@@ -504,12 +526,10 @@ pub fn sampler_sets(
 /// run time over the stand-in's, inside a bracket that bisects when a step leaves it.
 #[derive(Clone, Debug)]
 pub struct SamplerSearch {
-    want_us: f64,
+    /// The guest's run time per sample, µs, and the work per sample to try next.
+    work: Bracket,
     samples: f64,
-    cpu_us: f64,
-    lo: f64,
-    hi: f64,
-    done: bool,
+    /// The closest run: its relative error and work.
     best: Option<(f64, f64)>,
 }
 
@@ -522,65 +542,50 @@ impl SamplerSearch {
                 .and_then(|v| v.parse::<f64>().ok())
         };
         let (want_us, samples) = (get("cpu_us")?, get("samples")?);
-        (want_us > 0.0 && samples > 0.0).then_some(SamplerSearch {
-            want_us,
+        (want_us > 0.0 && samples > 0.0).then(|| SamplerSearch {
+            work: Bracket::new(want_us),
             samples,
-            cpu_us: want_us,
-            lo: 0.0,
-            hi: want_us,
-            done: false,
             best: None,
         })
     }
 
     /// The `--set` of the work to try next (it overrides `sampler_sets`' `cpu_us`).
     pub fn set(&self) -> String {
-        format!("workload.sampler.cpu_us={}", self.cpu_us.round().max(1.0))
+        format!(
+            "workload.sampler.cpu_us={}",
+            self.work.value.round().max(1.0)
+        )
     }
 
     pub fn done(&self) -> bool {
-        self.done
+        self.work.done
     }
 
     /// Take the stand-in's phases from a run with `set()`; returns (stand-in, guest) run time
     /// per sample in µs, or None if the run had no sampler phase.
     pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Option<(f64, f64)> {
-        if self.done {
+        if self.work.done {
             return None;
         }
         let run_us = (sim_phases.iter())
             .find(|p| p.0 == workloads::scripted::SAMPLER_PHASE)?
             .1;
-        let got = run_us / self.samples;
-        let error = (got - self.want_us).abs() / self.want_us;
+        let (got, want) = (run_us / self.samples, self.work.want);
+        let error = (got - want).abs() / want;
         if self.best.is_none_or(|(e, _)| error < e) {
-            self.best = Some((error, self.cpu_us));
+            self.best = Some((error, self.work.value));
         }
-        if error <= GAP_TOLERANCE {
-            self.done = true;
-            return Some((got, self.want_us));
-        }
-        if got > self.want_us {
-            self.hi = self.cpu_us;
-        } else {
-            self.lo = self.cpu_us;
-        }
-        let next = self.cpu_us * self.want_us / got.max(1.0);
-        self.cpu_us = if next > self.lo && next < self.hi {
-            next
-        } else {
-            (self.lo + self.hi) / 2.0
-        };
-        Some((got, self.want_us))
+        self.work.step(got);
+        Some((got, want))
     }
 
     /// Keep the closest run's work if the search did not converge; returns its error.
     pub fn settle(&mut self) -> Option<f64> {
-        if self.done {
+        if self.work.done {
             return None;
         }
-        let (error, cpu_us) = self.best?;
-        self.cpu_us = cpu_us;
+        let (error, work) = self.best?;
+        self.work.value = work;
         Some(error)
     }
 }
