@@ -242,7 +242,7 @@ struct GapPhase {
 }
 
 /// Stand-in run time within this fraction of the guest's ends a search.
-const GAP_TOLERANCE: f64 = 0.02;
+pub const GAP_TOLERANCE: f64 = 0.02;
 
 /// The search for one amount of work that gives the stand-in the guest's run time `want`:
 /// a bracket [lo, hi] around the answer, starting from [0, want] (run time is never less

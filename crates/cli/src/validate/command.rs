@@ -362,21 +362,28 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let run_ms = calib_samples.last().map_or(0.0, |s| s.t_ms);
     let mut sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
     let mut sampler_search = calibrate::SamplerSearch::new(&sampler);
-    // The stand-in of the calibration run: its fill phases say how much slower the guest's
-    // page faults are than the cost table's.
-    let calibration = |gap_ns: &[(usize, f64)], sampler_work: Option<String>| {
+    // The stand-in of the calibration run, at the cost table's speed: its fill phases say how
+    // much slower the guest's page faults are than the cost table's.
+    let calibration = |gap_ns: &[(usize, f64)], kernel: &[String], sampler_work: Option<String>| {
         let mut sets = calibrate::gap_sets(gap_ns);
         sets.extend(calibration_knobs());
         sets.extend(sampler.iter().cloned());
         sets.extend(sampler_work);
+        sets.extend(kernel.iter().cloned());
         simulate(args, &cfg, &calib.nodes, &sets).map(|r| run_times(&r))
     };
-    let sim_phases = calibration(&search.gaps(), None)?;
-    let ratio = calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases);
+    let sim_phases = calibration(&search.gaps(), &[], None)?;
+    let mut ratio = calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases);
+    let mut kernel = kernel_sets(&cfg, &calib.stdout_lines, ratio);
     if args.accel == Accel::Tcg {
         // On a shared core the gap is the work that gives the guest's run time per access
-        // alongside the other busy vCPUs, and so is the sampler's work per sample.
-        let mut sim_phases = sim_phases;
+        // alongside the other busy vCPUs, and so is the sampler's work per sample. The
+        // stand-in searched is the one compared, kernel costs included: a reader's pacing
+        // syscalls and timer interrupts are part of its run time per access. And the fill
+        // waits out the sampler's turns as the readers do, so the kernel's speed, first
+        // taken beside the sampler's first guess, is taken again in each run until the
+        // stand-in's fill runs as long as the guest's.
+        let mut sim_phases = calibration(&search.gaps(), &kernel, None)?;
         for _ in 0..GAP_SEARCH_RUNS {
             for (name, got, want) in search.step(&sim_phases) {
                 eprintln!(
@@ -388,10 +395,29 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
                     "tierlab: calibration: the sampler runs {got:.0} µs per sample on the stand-in, {want:.0} on the guest"
                 );
             }
-            if search.done() && sampler_search.as_ref().is_none_or(|s| s.done()) {
+            let mut speed_done = true;
+            if let (Some(r), Some(left)) = (
+                ratio,
+                calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases),
+            ) {
+                eprintln!(
+                    "tierlab: calibration: the fill runs {:.2}x as long on the guest as on the stand-in at {r:.2}x",
+                    left
+                );
+                if (left - 1.0).abs() > calibrate::GAP_TOLERANCE {
+                    ratio = Some(r * left);
+                    kernel = kernel_sets(&cfg, &calib.stdout_lines, ratio);
+                    speed_done = false;
+                }
+            }
+            if search.done() && sampler_search.as_ref().is_none_or(|s| s.done()) && speed_done {
                 break;
             }
-            sim_phases = calibration(&search.gaps(), sampler_search.as_ref().map(|s| s.set()))?;
+            sim_phases = calibration(
+                &search.gaps(),
+                &kernel,
+                sampler_search.as_ref().map(|s| s.set()),
+            )?;
         }
         if let Some(error) = search.settle() {
             warn_unconverged("calibration", error);
@@ -411,33 +437,21 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     for l in calib.stdout_lines.iter().filter(|l| l.contains("_probe\"")) {
         eprintln!("tierlab: guest probe {l}");
     }
-    let mut gaps = calibrate::gap_sets(&search.gaps());
-    gaps.extend(sampler.iter().cloned());
     match ratio {
         Some(r) => {
             eprintln!("tierlab: the guest runs kernel code {r:.2}x slower than the cost table");
-            gaps.extend(calibrate::kernel_cost_sets(&cfg.cost, r));
-            // The scanner's walk, measured, replaces its scaled hardware estimate.
-            let update = (cfg.cost.pte_update_cycles as f64 * r).round();
-            gaps.extend(calibrate::pte_walk_sets(&calib.stdout_lines, update));
-            // So is a migration's fixed cost, beyond its copy (node 0 to node 1, at the
-            // scaled copy bandwidth), the target page's allocation and the local flush.
-            let dst = 1.min(cfg.machine.nodes.len() - 1);
-            let gbps = cfg.migrate_copy_gbps(0, dst, cfg.cost.migrate_copy_gbps / r);
-            let copy_ns = tierlab::mm::pgtable::PAGE_SIZE as f64 / gbps;
-            let other = copy_ns + (cfg.cost.pcp_alloc_cycles + cfg.cost.invlpg_cycles) as f64 * r;
-            gaps.extend(calibrate::migrate_sets(&calib.stdout_lines, other));
-            // And reclaim's cost per page scanned, beyond the demotions it made.
             if let Some(e) = calibrate::probe_error(&calib.stdout_lines, "reclaim_probe") {
                 eprintln!("tierlab: warning: the guest's reclaim probe failed ({e}); the stand-in keeps the scaled reclaim_scan_cycles");
             }
-            gaps.extend(calibrate::reclaim_scan_sets(&calib.stdout_lines));
         }
         None => eprintln!(
             "tierlab: warning: no named touch phase to measure the guest's kernel speed; \
              the stand-in keeps the cost table's hardware costs"
         ),
     }
+    let mut gaps = calibrate::gap_sets(&search.gaps());
+    gaps.extend(sampler.iter().cloned());
+    gaps.extend(kernel);
     for g in &gaps {
         eprintln!("tierlab: stand-in charges {g}");
     }
@@ -629,14 +643,17 @@ fn run_seed(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phase").is_some())
         .collect();
-    let sampler: Vec<String> = (gaps.iter())
-        .filter(|s| s.starts_with("workload.sampler."))
-        .cloned()
-        .collect();
-    let quiet =
-        quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real, &sampler).map_err(label)?;
+    let quiet = quiet_window_gaps(
+        args,
+        cfg,
+        &out.nodes,
+        &phase_lines,
+        &real,
+        &without_gaps(gaps),
+    )
+    .map_err(label)?;
     if !quiet.is_empty() {
-        extra.retain(|s| !(s.starts_with("workload.phases.") && s.contains(".gap_cycles=")));
+        extra = without_gaps(&extra);
         extra.extend(quiet);
     }
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
@@ -687,19 +704,28 @@ fn run_seed(
     })
 }
 
+/// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so
+/// that the stand-in it searches is the one compared (its sampler, its kernel costs: a
+/// reader's pacing syscalls and timer interrupts are part of its run time per access).
+fn without_gaps(sets: &[String]) -> Vec<String> {
+    let is_gap = |s: &&String| s.starts_with("workload.phases.") && s.contains(".gap_cycles=");
+    sets.iter().filter(|s| !is_gap(s)).cloned().collect()
+}
+
 /// The readers' run time per access varies between guest runs (how their pacing batches meet
 /// on the shared instruction clock), so each random phase's gap is searched again against
 /// the compared run's own quiet window: the phase before its first hint fault, worker by
-/// worker (the guest's workers do not spend alike per access). The stand-in side is its
-/// calibration configuration (no NUMA balancing), whose read phases are all quiet. Returns
-/// the `gap_cycles` sets, empty when no phase has a quiet window.
+/// worker (the guest's workers do not spend alike per access). The stand-in side is the
+/// compared stand-in (`stand_in`: its sampler and kernel costs) in the calibration
+/// configuration (no NUMA balancing), whose read phases are all quiet. Returns the
+/// `gap_cycles` sets, empty when no phase has a quiet window.
 fn quiet_window_gaps(
     args: &ValidateArgs,
     cfg: &Config,
     nodes: &[guest::GuestNodeInfo],
     phase_lines: &[serde_json::Value],
     real: &[report::RealSample],
-    sampler: &[String],
+    stand_in: &[String],
 ) -> Result<Vec<String>, String> {
     let samples: Vec<calibrate::WorkerSample> = real
         .iter()
@@ -718,8 +744,8 @@ fn quiet_window_gaps(
     let mut search = calibrate::GapSearch::per_worker(cfg, wants);
     for _ in 0..GAP_SEARCH_RUNS {
         let mut sets = search.sets(workers);
+        sets.extend(stand_in.iter().cloned());
         sets.extend(calibration_knobs());
-        sets.extend(sampler.iter().cloned());
         let quiet = simulate(args, cfg, nodes, &sets)?;
         for (name, got, want) in search.step(&calibrate::sim_worker_run_times(cfg, &quiet)) {
             eprintln!(
@@ -746,6 +772,30 @@ fn warn_unconverged(what: &str, error: f64) {
          its scans, paced by run time, will not come when the guest's do",
         error * 100.0
     );
+}
+
+/// The stand-in's kernel at the guest's speed: every kernel-side cost of the cost table
+/// scaled by `ratio` (the guest's run time per faulted page over the stand-in's), and the
+/// costs the calibration run's probes measured directly (the scanner's PTE walk, a
+/// migration, reclaim's scan). Empty without a ratio (no named touch phase).
+fn kernel_sets(cfg: &Config, calib_lines: &[String], ratio: Option<f64>) -> Vec<String> {
+    let Some(r) = ratio else {
+        return Vec::new();
+    };
+    let mut sets = calibrate::kernel_cost_sets(&cfg.cost, r);
+    // The scanner's walk, measured, replaces its scaled hardware estimate.
+    let update = (cfg.cost.pte_update_cycles as f64 * r).round();
+    sets.extend(calibrate::pte_walk_sets(calib_lines, update));
+    // So is a migration's fixed cost, beyond its copy (node 0 to node 1, at the scaled copy
+    // bandwidth), the target page's allocation and the local flush.
+    let dst = 1.min(cfg.machine.nodes.len() - 1);
+    let gbps = cfg.migrate_copy_gbps(0, dst, cfg.cost.migrate_copy_gbps / r);
+    let copy_ns = tierlab::mm::pgtable::PAGE_SIZE as f64 / gbps;
+    let other = copy_ns + (cfg.cost.pcp_alloc_cycles + cfg.cost.invlpg_cycles) as f64 * r;
+    sets.extend(calibrate::migrate_sets(calib_lines, other));
+    // And reclaim's cost per page scanned, beyond the demotions it made.
+    sets.extend(calibrate::reclaim_scan_sets(calib_lines));
+    sets
 }
 
 /// The stand-in's knobs for the calibration configuration: NUMA balancing and demotion off.
@@ -806,6 +856,23 @@ mod tests {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate/hot_small.toml");
         Config::load(&path, sets).unwrap()
+    }
+
+    #[test]
+    fn the_quiet_window_search_runs_the_compared_stand_in_but_for_its_gaps() {
+        let cfg = scenario(&[]);
+        let mut compared = calibrate::gap_sets(&[(2, 900.0)]);
+        compared.push("workload.sampler.cpu_us=10000".into());
+        compared.extend(calibrate::kernel_cost_sets(&cfg.cost, 1.7));
+        compared.push("workload.phases.2.gap_cycles=[1100, 600]".into());
+        let searched = without_gaps(&compared);
+        // Every set but the two gaps: the kernel's costs at the guest's speed included.
+        assert_eq!(searched.len(), compared.len() - 2);
+        assert!(searched.iter().all(|s| !s.contains("gap_cycles")));
+        assert!(searched
+            .iter()
+            .any(|s| s.starts_with("cost.syscall_cycles=")));
+        assert!(searched.contains(&"workload.sampler.cpu_us=10000".to_string()));
     }
 
     #[test]
