@@ -26,6 +26,8 @@ use std::collections::BinaryHeap;
 pub enum Event {
     /// kswapd of a node runs one balance_pgdat pass.
     KswapdRun(u8),
+    /// kswapd's short sleep (kswapd_try_to_sleep's schedule_timeout(HZ/10)) ends.
+    KswapdSleepTimeout(u8),
     /// Take a timeline sample (and a periodic invariant check).
     Sample,
     /// A sleeping thread wakes up.

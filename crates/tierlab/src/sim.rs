@@ -304,6 +304,9 @@ impl Sim {
                 self.k.schedule(t + self.sample_interval, Event::Sample);
             }
             Event::KswapdRun(node) => self.k.kswapd_run(&mut self.hw, node as usize, t),
+            Event::KswapdSleepTimeout(node) => {
+                self.k.kswapd_sleep_timeout(&mut self.hw, node as usize, t)
+            }
             Event::Wake(tid) => self.k.thread_wake(&mut self.hw, tid as usize, t),
             Event::VmstatUpdate(c) => self.k.vmstat_update(&self.hw, c as usize, t),
         }

@@ -43,6 +43,7 @@ counters!(
     PageOutRun => "pageoutrun",
     AllocStallNormal => "allocstall_normal",
     KswapdLowWmarkHitQuickly => "kswapd_low_wmark_hit_quickly",
+    KswapdHighWmarkHitQuickly => "kswapd_high_wmark_hit_quickly",
     NumaHit => "numa_hit",
     NumaMiss => "numa_miss",
     NumaForeign => "numa_foreign",

@@ -764,3 +764,56 @@ fn kswapd_wakes_on_a_cpu_whose_thread_sleeps_until_its_next_slot_and_runs_there_
         assert!((198.0..198.07).contains(&span), "{turns}: {span} ms");
     }
 }
+
+#[test]
+fn kswapd_naps_a_tenth_of_a_second_when_balanced_and_balances_again_if_short_at_its_end() {
+    // kswapd_try_to_sleep after a balance_pgdat run: a node balanced right then gets a short
+    // sleep, schedule_timeout(HZ/10); at its end kswapd sleeps on if the node is still
+    // balanced, else balances again (kswapd_high_wmark_hit_quickly), and a wakeup_kswapd
+    // during it ends it early (kswapd_low_wmark_hit_quickly). Traced in the guest: after its
+    // first pass kswapd0 found the node balanced, slept 107 ms, and balanced again.
+    let (mut sim, _) = sim_with_slow_page();
+    let full = (sim.k.nodes[0].zone.wmark, sim.k.nodes[0].demote_wmark);
+    let set_balanced = |sim: &mut Sim, yes: bool| {
+        let node = &mut sim.k.nodes[0];
+        (node.zone.wmark, node.demote_wmark) = if yes { Default::default() } else { full };
+    };
+    let high = |sim: &Sim| sim.k.vm.get(Vm::KswapdHighWmarkHitQuickly);
+    assert!(!sim.k.pgdat_balanced(0), "DRAM is full");
+    // Short right after the run: balance_pgdat again at once, no sleep.
+    sim.k.kswapd_try_to_sleep(&mut sim.hw, 0, 0);
+    assert_eq!(high(&sim), 1);
+    assert_eq!(sim.k.nodes[0].kswapd_short_sleep_until, 0);
+    // Balanced: asleep for 100 ms.
+    set_balanced(&mut sim, true);
+    let t0 = sim.hw.cpus[0].clock;
+    sim.k.kswapd_try_to_sleep(&mut sim.hw, 0, 0);
+    let until = sim.k.nodes[0].kswapd_short_sleep_until;
+    assert!(!sim.k.nodes[0].kswapd_awake);
+    assert!((sim.hw.cycles_to_s(until - t0) - 0.1).abs() < 1e-9);
+    // Still balanced at its end: asleep until woken.
+    sim.k.kswapd_sleep_timeout(&mut sim.hw, 0, until);
+    assert!(!sim.k.nodes[0].kswapd_awake);
+    assert_eq!(
+        (high(&sim), sim.k.nodes[0].kswapd_short_sleep_until),
+        (1, 0)
+    );
+    // Another short sleep, and the node runs short before it ends: balance again.
+    sim.k.kswapd_try_to_sleep(&mut sim.hw, 0, 0);
+    let until = sim.k.nodes[0].kswapd_short_sleep_until;
+    set_balanced(&mut sim, false);
+    sim.k.kswapd_sleep_timeout(&mut sim.hw, 0, until);
+    assert!(sim.k.nodes[0].kswapd_awake);
+    assert_eq!(high(&sim), 2);
+    // A wake-up in the short sleep ends it early; its timer then finds kswapd awake.
+    set_balanced(&mut sim, true);
+    sim.k.kswapd_try_to_sleep(&mut sim.hw, 0, 0);
+    let until = sim.k.nodes[0].kswapd_short_sleep_until;
+    set_balanced(&mut sim, false);
+    sim.k.now = until - 1;
+    sim.k.wakeup_kswapd(&mut sim.hw, 0, 0);
+    assert!(sim.k.nodes[0].kswapd_awake);
+    assert_eq!(sim.k.vm.get(Vm::KswapdLowWmarkHitQuickly), 1);
+    sim.k.kswapd_sleep_timeout(&mut sim.hw, 0, until);
+    assert_eq!(high(&sim), 2);
+}

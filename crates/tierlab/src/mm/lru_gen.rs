@@ -26,7 +26,7 @@ use crate::machine::Machine;
 use crate::mm::mmzone::{LRU_INACTIVE_ANON, LRU_INACTIVE_FILE};
 use crate::mm::page::{pg, ListHead, NIL};
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
-use crate::mm::vmscan::{Reclaimer, DEF_PRIORITY, MAX_RECLAIM_RETRIES, SWAP_CLUSTER_MAX};
+use crate::mm::vmscan::{Reclaimer, DEF_PRIORITY, SWAP_CLUSTER_MAX};
 use crate::stats::Vm;
 use std::collections::HashSet;
 
@@ -1139,7 +1139,8 @@ impl Kernel {
         let mut st = self.nodes[n].lrugen.kswapd.clone();
         if !st.active {
             if self.pgdat_balanced(n) {
-                self.kswapd_sleep(m, n, c);
+                // Balanced at the top of the first iteration: out.
+                self.kswapd_try_to_sleep(m, n, c);
                 return;
             }
             self.vm.inc(Vm::PageOutRun);
@@ -1200,12 +1201,7 @@ impl Kernel {
         }
         st.active = false;
         self.nodes[n].lrugen.kswapd = st;
-        if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
-            self.kswapd_sleep(m, n, c);
-            return;
-        }
-        let at = m.cpus[c].clock;
-        self.schedule(at, crate::kernel::Event::KswapdRun(n as u8));
+        self.kswapd_try_to_sleep(m, n, c);
     }
 
     /// lru_gen_look_around: eviction's rmap walk found the PTE at (mm, vpn) young; age the

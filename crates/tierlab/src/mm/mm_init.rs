@@ -100,6 +100,7 @@ impl Kernel {
                 nr_anon: 0,
                 nr_file: 0,
                 kswapd_slept_at: 0,
+                kswapd_short_sleep_until: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),
                 kswapd_prev_cpu: m.nodes[n].kswapd_cpu,

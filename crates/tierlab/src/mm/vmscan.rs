@@ -23,6 +23,9 @@ pub const SWAP_CLUSTER_MAX: u64 = 32;
 pub const DEF_PRIORITY: u32 = 12;
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 
+/// kswapd_try_to_sleep's short sleep, schedule_timeout(HZ/10): 100 ms.
+const KSWAPD_SHORT_SLEEP_NS: f64 = 1e8;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reclaimer {
     Kswapd,
@@ -105,10 +108,11 @@ impl Kernel {
         {
             return;
         }
-        // Woken within HZ/10 of going to sleep.
-        if node.kswapd_slept_at > 0 && self.now < node.kswapd_slept_at + m.ns_to_cycles(1e8) {
+        // Woken in its short sleep: schedule_timeout returned time remaining.
+        if self.now < node.kswapd_short_sleep_until {
             self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
         }
+        self.nodes[n].kswapd_short_sleep_until = 0;
         let (c, recent) = self.select_kswapd_cpu(m, n, waker);
         let node = &mut self.nodes[n];
         (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
@@ -223,7 +227,8 @@ impl Kernel {
         }
         if !self.nodes[n].kswapd_pass.active {
             if self.pgdat_balanced(n) {
-                self.kswapd_sleep(m, n, c);
+                // Balanced at the top of the first iteration: out.
+                self.kswapd_try_to_sleep(m, n, c);
                 return;
             }
             // balance_pgdat starts at DEF_PRIORITY.
@@ -270,13 +275,49 @@ impl Kernel {
             self.nodes[n].kswapd_failures = 0;
         }
         self.nodes[n].kswapd_pass.active = false;
-        // kswapd_try_to_sleep: sleep when balanced or hopeless, else balance again.
-        if balanced || self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES {
+        self.kswapd_try_to_sleep(m, n, c);
+    }
+
+    /// prepare_kswapd_sleep: kswapd may sleep once the node is balanced, or hopeless.
+    fn prepare_kswapd_sleep(&self, n: usize) -> bool {
+        self.nodes[n].kswapd_failures >= MAX_RECLAIM_RETRIES || self.pgdat_balanced(n)
+    }
+
+    /// kswapd_try_to_sleep, after a balance_pgdat run: if the node is balanced now, a short
+    /// sleep (schedule_timeout(HZ/10), which a wakeup_kswapd ends early), then the full sleep
+    /// if it still is (kswapd_sleep_timeout); if not, balance_pgdat again at once.
+    pub fn kswapd_try_to_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
+        if self.prepare_kswapd_sleep(n) {
             self.kswapd_sleep(m, n, c);
+            let until = m.cpus[c].clock + m.ns_to_cycles(KSWAPD_SHORT_SLEEP_NS);
+            self.nodes[n].kswapd_short_sleep_until = until;
+            self.schedule(until, Event::KswapdSleepTimeout(n as u8));
             return;
         }
+        self.vm.inc(Vm::KswapdHighWmarkHitQuickly);
         let at = m.cpus[c].clock;
         self.schedule(at, Event::KswapdRun(n as u8));
+    }
+
+    /// The end of kswapd's short sleep at `t`, unless a wake-up ended it first: asleep until
+    /// woken if the node is still balanced, else back to balance_pgdat
+    /// (KSWAPD_HIGH_WMARK_HIT_QUICKLY), on the CPU its timer's wake-up picks.
+    pub fn kswapd_sleep_timeout(&mut self, m: &mut Machine, n: usize, t: u64) {
+        let node = &self.nodes[n];
+        if node.kswapd_awake || node.kswapd_short_sleep_until != t {
+            return;
+        }
+        self.nodes[n].kswapd_short_sleep_until = 0;
+        if self.prepare_kswapd_sleep(n) {
+            return;
+        }
+        self.vm.inc(Vm::KswapdHighWmarkHitQuickly);
+        let prev = self.kswapd_cpu(m, n);
+        let (c, recent) = self.select_kswapd_cpu(m, n, prev);
+        let node = &mut self.nodes[n];
+        (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
+        node.kswapd_awake = true;
+        self.schedule(t, Event::KswapdRun(n as u8));
     }
 
     /// kswapd_shrink_node's target: max(high_wmark_pages, SWAP_CLUSTER_MAX) summed over the
