@@ -99,7 +99,6 @@ impl Kernel {
                 nr_isolated: 0,
                 nr_anon: 0,
                 nr_file: 0,
-                kswapd_slept_at: 0,
                 kswapd_short_sleep_until: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),

@@ -288,7 +288,7 @@ impl Kernel {
     /// if it still is (kswapd_sleep_timeout); if not, balance_pgdat again at once.
     pub fn kswapd_try_to_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
         if self.prepare_kswapd_sleep(n) {
-            self.kswapd_sleep(m, n, c);
+            self.nodes[n].kswapd_awake = false;
             let until = m.cpus[c].clock + m.ns_to_cycles(KSWAPD_SHORT_SLEEP_NS);
             self.nodes[n].kswapd_short_sleep_until = until;
             self.schedule(until, Event::KswapdSleepTimeout(n as u8));
@@ -324,11 +324,6 @@ impl Kernel {
     /// node's zones (one here).
     pub(crate) fn kswapd_nr_to_reclaim(&self, n: usize) -> u64 {
         self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX)
-    }
-
-    pub(crate) fn kswapd_sleep(&mut self, m: &mut Machine, n: usize, c: usize) {
-        self.nodes[n].kswapd_awake = false;
-        self.nodes[n].kswapd_slept_at = m.cpus[c].clock.max(1);
     }
 
     /// try_to_free_pages → do_try_to_free_pages: direct reclaim by the allocating CPU.
