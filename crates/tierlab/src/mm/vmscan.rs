@@ -113,11 +113,17 @@ impl Kernel {
             self.vm.inc(Vm::KswapdLowWmarkHitQuickly);
         }
         self.nodes[n].kswapd_short_sleep_until = 0;
+        self.try_to_wake_up_kswapd(m, n, waker, self.now);
+    }
+
+    /// try_to_wake_up for kswapd at `t`, woken from CPU `waker`: select_kswapd_cpu places it,
+    /// and its next balance_pgdat step runs there.
+    fn try_to_wake_up_kswapd(&mut self, m: &mut Machine, n: usize, waker: usize, t: u64) {
         let (c, recent) = self.select_kswapd_cpu(m, n, waker);
         let node = &mut self.nodes[n];
         (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
         node.kswapd_awake = true;
-        self.schedule(self.now, Event::KswapdRun(n as u8));
+        self.schedule(t, Event::KswapdRun(n as u8));
     }
 
     /// available_idle_cpu at `t`: no thread runnable on CPU `c` (none there, or its thread
@@ -312,12 +318,9 @@ impl Kernel {
             return;
         }
         self.vm.inc(Vm::KswapdHighWmarkHitQuickly);
+        // Its own timer wakes it, on the CPU it slept on.
         let prev = self.kswapd_cpu(m, n);
-        let (c, recent) = self.select_kswapd_cpu(m, n, prev);
-        let node = &mut self.nodes[n];
-        (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
-        node.kswapd_awake = true;
-        self.schedule(t, Event::KswapdRun(n as u8));
+        self.try_to_wake_up_kswapd(m, n, prev, t);
     }
 
     /// kswapd_shrink_node's target: max(high_wmark_pages, SWAP_CLUSTER_MAX) summed over the
