@@ -96,6 +96,7 @@ impl Kernel {
     ) -> Option<u32> {
         let now = m.cpus[c].clock;
         let zone = &mut self.nodes[n].zone;
+        let no_watermarks = mark == AllocMark::NoWatermarks;
         let mark = match mark {
             AllocMark::Low => zone.wmark.low,
             AllocMark::Min => zone.wmark.min,
@@ -103,7 +104,16 @@ impl Kernel {
         };
         let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, now, &m.cost, mark);
         m.charge_sys(c, cycles);
-        let pfn = pfn?;
+        // Without watermarks (PF_MEMALLOC) the lower zones' free pages are in reach too.
+        let pfn = match pfn {
+            Some(pfn) => pfn,
+            None if no_watermarks => {
+                let pfn = self.nodes[n].lower_free.pop()?;
+                self.frames.get_mut(pfn).flags &= pg::NEED_FLUSH;
+                pfn
+            }
+            None => return None,
+        };
         if n == preferred {
             self.vm.inc(Vm::NumaHit);
         } else {
@@ -161,6 +171,14 @@ impl Kernel {
         p.owner = NIL;
         p.index = 0;
         let n = p.node as usize;
+        // A lower zone below its share of free pages takes the frame back: user allocations
+        // leave it there (zone_watermark_fast with lowmem_reserve).
+        if self.nodes[n].lower_free.len() < self.nodes[n].lower_free_target {
+            p.flags |= pg::USED | pg::RESERVED;
+            self.nodes[n].lower_free.push(pfn);
+            self.vm.inc(Vm::PgFree);
+            return;
+        }
         let now = m.cpus[c].clock;
         let cycles = self.nodes[n]
             .zone

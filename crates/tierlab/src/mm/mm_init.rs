@@ -8,6 +8,7 @@ use crate::config::Config;
 use crate::cost::CostTable;
 use crate::kernel::{Kernel, Timers};
 use crate::mm::filemap::PageCacheFile;
+use crate::mm::lowmem_reserve::{lower_free, lower_zones};
 use crate::mm::memory_tiers::MemoryTiers;
 use crate::mm::mm_types::Mm;
 use crate::mm::mmzone::Pgdat;
@@ -47,6 +48,14 @@ impl Kernel {
         } else {
             calculate_min_free_kbytes(total)
         };
+        // The zones below each node's highest: their free pages that user allocations leave.
+        // tierlab's one zone per node keeps the whole node's watermarks (their sum).
+        let lower_zones = lower_zones(
+            m.arch == crate::config::Arch::X86,
+            &node_pages,
+            min_free_kbytes,
+            cfg.vm.watermark_scale_factor,
+        );
         setup_per_zone_wmarks(&mut zones, min_free_kbytes, cfg.vm.watermark_scale_factor);
         let cpus_on_node: Vec<u32> = node_cpus.iter().map(|c| c.len() as u32).collect();
         setup_zone_pagesets(
@@ -64,6 +73,7 @@ impl Kernel {
             frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
             pfn
         };
+        let mut set_aside: Vec<Vec<u32>> = vec![Vec::new(); node_pages.len()];
         // Memory the kernel holds from boot on each node (reserved_mib): taken from the buddy
         // allocator like the zero page, never on an LRU.
         for (n, zone) in zones.iter_mut().enumerate() {
@@ -73,6 +83,14 @@ impl Kernel {
                 let pfn = pfn.expect("validation checked reserved_mib against the capacity");
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
+            }
+            // The lower zones' free pages that user allocations leave alone: set aside.
+            for _ in 0..lower_free(&lower_zones[n]) {
+                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = pfn.expect("a lower zone's pages are part of the node's capacity");
+                frames.get_mut(pfn).flags =
+                    crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
+                set_aside[n].push(pfn);
             }
             // Free pages already on the CPUs' lists when the workload starts (boot_pcp_*).
             let node = &m.nodes[n];
@@ -91,6 +109,9 @@ impl Kernel {
             nodes.push(Pgdat {
                 node_id: n as u8,
                 zone,
+                lower_zones: lower_zones[n].clone(),
+                lower_free_target: set_aside[n].len(),
+                lower_free: std::mem::take(&mut set_aside[n]),
                 lru: Default::default(),
                 cpus: node_cpus[n].clone(),
                 zonelist: order,
@@ -102,6 +123,8 @@ impl Kernel {
                 kswapd_short_sleep_until: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),
+                anon_cost: 0,
+                file_cost: 0,
                 kswapd_prev_cpu: m.nodes[n].kswapd_cpu,
                 kswapd_recent_cpu: None,
                 nr_demoted: 0,

@@ -26,6 +26,13 @@ pub fn lru_index(anon: bool, active: bool) -> usize {
 pub struct Pgdat {
     pub node_id: u8,
     pub zone: Zone,
+    /// The zones below `zone` (ZONE_DMA, ZONE_DMA32 on x86-64) and the free pages their
+    /// lowmem_reserve keeps from user allocations.
+    pub lower_zones: Vec<crate::mm::lowmem_reserve::LowerZone>,
+    /// Their free pages (frames set aside, flagged reserved): only allocations that ignore
+    /// watermarks take them, and frees refill them up to `lower_free_target`.
+    pub lower_free: Vec<u32>,
+    pub lower_free_target: usize,
     pub lru: [ListHead; NR_LRU_LISTS],
     /// CPUs of this node (empty: a memory-only node).
     pub cpus: Vec<u32>,
@@ -49,6 +56,10 @@ pub struct Pgdat {
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
     /// kswapd's balance_pgdat run in progress.
     pub kswapd_pass: crate::mm::vmscan::ShrinkPass,
+    /// lruvec->anon_cost and file_cost: recent reclaim cost of each type (lru_note_cost),
+    /// which get_scan_count's SCAN_FRACT split weighs against.
+    pub anon_cost: u64,
+    pub file_cost: u64,
     /// Pages demoted from this node (its pgdemote_* node counters, summed).
     pub nr_demoted: u64,
     /// TPP's WMARK_DEMOTE for a top-tier node (0: not in use).

@@ -2,6 +2,7 @@
 
 pub mod alloc_pages;
 pub mod filemap;
+pub mod lowmem_reserve;
 pub mod lru_gen;
 pub mod madvise;
 pub mod memory;

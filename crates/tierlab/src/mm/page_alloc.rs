@@ -663,25 +663,39 @@ pub fn setup_per_zone_wmarks(
     min_free_kbytes: u64,
     watermark_scale_factor: u32,
 ) {
+    let lowmem_pages: u64 = zones.iter().map(|z| z.managed_pages).sum();
+    for z in zones.iter_mut() {
+        z.wmark = zone_wmarks(
+            z.managed_pages,
+            lowmem_pages,
+            min_free_kbytes,
+            watermark_scale_factor,
+        );
+    }
+}
+
+/// One zone's share in __setup_per_zone_wmarks: min_free_kbytes split by managed pages over
+/// `lowmem_pages` (every zone's), and the min/4 or watermark_scale_factor gap between marks.
+pub fn zone_wmarks(
+    managed: u64,
+    lowmem_pages: u64,
+    min_free_kbytes: u64,
+    watermark_scale_factor: u32,
+) -> Watermarks {
+    if lowmem_pages == 0 {
+        return Watermarks::default();
+    }
     // pages_min = min_free_kbytes >> (PAGE_SHIFT - 10)
     let pages_min = min_free_kbytes >> 2;
-    let lowmem_pages: u64 = zones.iter().map(|z| z.managed_pages).sum();
-    if lowmem_pages == 0 {
-        return;
-    }
-    for z in zones.iter_mut() {
-        let managed = z.managed_pages;
-        let tmp = (pages_min as u128 * managed as u128 / lowmem_pages as u128) as u64;
-        let min = tmp;
-        // mult_frac(managed, watermark_scale_factor, 10000)
-        let scaled = (managed as u128 * watermark_scale_factor as u128 / 10_000) as u64;
-        let gap = (tmp >> 2).max(scaled);
-        z.wmark = Watermarks {
-            min,
-            low: min + gap,
-            high: min + 2 * gap,
-            promo: min + 3 * gap,
-        };
+    let min = (pages_min as u128 * managed as u128 / lowmem_pages as u128) as u64;
+    // mult_frac(managed, watermark_scale_factor, 10000)
+    let scaled = (managed as u128 * watermark_scale_factor as u128 / 10_000) as u64;
+    let gap = (min >> 2).max(scaled);
+    Watermarks {
+        min,
+        low: min + gap,
+        high: min + 2 * gap,
+        promo: min + 3 * gap,
     }
 }
 

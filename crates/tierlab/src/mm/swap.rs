@@ -4,6 +4,7 @@
 use crate::kernel::Kernel;
 use crate::mm::mmzone::lru_index;
 use crate::mm::page::pg;
+use crate::mm::vmscan::SWAP_CLUSTER_MAX;
 
 impl Kernel {
     /// folio_add_lru: new folios start on the inactive list of their type.
@@ -109,5 +110,23 @@ impl Kernel {
         self.frames
             .list_add(&mut node.lru[lru_index(anon, false)], pfn);
         true
+    }
+
+    /// lru_note_cost: charge a reclaim cost to the node's anon or file lists (a written page
+    /// costs SWAP_CLUSTER_MAX, a rotated one 1), halving both costs once they exceed a quarter
+    /// of the LRU pages, so recent costs weigh most.
+    pub fn lru_note_cost(&mut self, n: usize, file: bool, nr_io: u64, nr_rotated: u64) {
+        let cost = nr_io * SWAP_CLUSTER_MAX + nr_rotated;
+        let node = &mut self.nodes[n];
+        if file {
+            node.file_cost += cost;
+        } else {
+            node.anon_cost += cost;
+        }
+        let lrusize: u64 = (0..4).map(|l| node.lru_size(l)).sum();
+        if node.file_cost + node.anon_cost > lrusize / 4 {
+            node.file_cost /= 2;
+            node.anon_cost /= 2;
+        }
     }
 }

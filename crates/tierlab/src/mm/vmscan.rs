@@ -22,6 +22,8 @@ use crate::stats::Vm;
 pub const SWAP_CLUSTER_MAX: u64 = 32;
 pub const DEF_PRIORITY: u32 = 12;
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
+/// vm.swappiness's maximum: anon and file weighed as swappiness : 200 - swappiness.
+pub const MAX_SWAPPINESS: u64 = 200;
 
 /// kswapd_try_to_sleep's short sleep, schedule_timeout(HZ/10): 100 ms.
 const KSWAPD_SHORT_SLEEP_NS: f64 = 1e8;
@@ -39,13 +41,42 @@ pub struct ShrinkPass {
     pub priority: u32,
     /// Pages left to scan per LRU list at this priority.
     pub nr: [u64; 4],
+    /// get_scan_count's targets, for the proportional cut once nr_to_reclaim is met.
+    pub targets: [u64; 4],
     pub may_deactivate: [bool; 2],
+    /// proportional_reclaim: direct reclaim at DEF_PRIORITY scans its whole target.
+    pub proportional: bool,
     /// Reclaimed at this priority, and over the whole balance_pgdat run.
     pub reclaimed: u64,
     pub total: u64,
     /// sc->nr_scanned at this priority: inactive pages isolated.
     pub scanned: u64,
     pub nr_to_reclaim: u64,
+}
+
+impl ShrinkPass {
+    /// shrink_lruvec's loop condition: inactive anon or either file list left to scan.
+    pub fn more(&self) -> bool {
+        self.nr[LRU_INACTIVE_ANON] + self.nr[LRU_INACTIVE_FILE] + self.nr[LRU_ACTIVE_FILE] > 0
+    }
+}
+
+/// get_scan_count's scan_balance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanBalance {
+    Equal,
+    Fract,
+    Anon,
+    File,
+}
+
+/// The scan_control fields prepare_scan_control sets for get_scan_count.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanPrep {
+    /// DEACTIVATE_ANON and DEACTIVATE_FILE: the active list may be shrunk.
+    pub may_deactivate: [bool; 2],
+    pub cache_trim_mode: bool,
+    pub file_is_tiny: bool,
 }
 
 /// folio_check_references outcome.
@@ -240,13 +271,14 @@ impl Kernel {
             // balance_pgdat starts at DEF_PRIORITY.
             self.vm.inc(Vm::PageOutRun);
             self.nodes[n].zone.reclaim_active = true;
+            self.kswapd_age_node(m, n, c);
             let nr_to_reclaim = self.kswapd_nr_to_reclaim(n);
-            self.nodes[n].kswapd_pass = self.start_shrink(n, DEF_PRIORITY, nr_to_reclaim);
+            self.nodes[n].kswapd_pass =
+                self.start_shrink(n, DEF_PRIORITY, nr_to_reclaim, Reclaimer::Kswapd);
         }
         let mut pass = self.nodes[n].kswapd_pass.clone();
         self.shrink_step(m, n, c, &mut pass, Reclaimer::Kswapd);
-        let pass_done = pass.nr.iter().all(|&x| x == 0) || pass.reclaimed >= pass.nr_to_reclaim;
-        if !pass_done {
+        if pass.more() {
             self.nodes[n].kswapd_pass = pass;
             let at = m.cpus[c].clock;
             self.schedule(at, Event::KswapdRun(n as u8));
@@ -254,8 +286,9 @@ impl Kernel {
         }
         self.finish_shrink(m, n, c);
         // The bottom of the priority loop: raise the priority (scan harder) unless enough was
-        // scanned to meet the high watermark at 100 % efficiency and something was reclaimed.
-        let raise = pass.scanned < pass.nr_to_reclaim;
+        // scanned (or reclaimed) to meet the high watermark at 100 % efficiency and something
+        // was reclaimed (kswapd_shrink_node).
+        let raise = pass.scanned.max(pass.reclaimed) < pass.nr_to_reclaim;
         let priority = if raise || pass.reclaimed == 0 {
             pass.priority - 1
         } else {
@@ -265,8 +298,9 @@ impl Kernel {
         let balanced = self.pgdat_balanced(n);
         if priority >= 1 && !balanced {
             let total = pass.total;
+            self.kswapd_age_node(m, n, c);
             let nr_to_reclaim = self.kswapd_nr_to_reclaim(n);
-            let mut next = self.start_shrink(n, priority, nr_to_reclaim);
+            let mut next = self.start_shrink(n, priority, nr_to_reclaim, Reclaimer::Kswapd);
             next.total = total;
             self.nodes[n].kswapd_pass = next;
             let at = m.cpus[c].clock;
@@ -324,7 +358,7 @@ impl Kernel {
     }
 
     /// kswapd_shrink_node's target: max(high_wmark_pages, SWAP_CLUSTER_MAX) summed over the
-    /// node's zones (one here).
+    /// node's zones (the one zone's whole-node mark here).
     pub(crate) fn kswapd_nr_to_reclaim(&self, n: usize) -> u64 {
         self.nodes[n].zone.wmark.high.max(SWAP_CLUSTER_MAX)
     }
@@ -364,29 +398,72 @@ impl Kernel {
         inactive * ratio < active
     }
 
-    /// get_scan_count: how many pages of each LRU list to scan at this priority. No swap:
-    /// SCAN_FILE unless anon can be demoted; SCAN_ANON when file pages are nearly gone;
-    /// otherwise SCAN_FRACT by swappiness (no refault costs are modelled).
-    pub fn get_scan_count(&self, n: usize, priority: u32) -> [u64; 4] {
+    /// prepare_scan_control: the list ratios and the anon/file balance inputs of one
+    /// shrink_node call. No refaults are modelled (no workingset shadow entries), so
+    /// may_deactivate follows inactive_is_low alone.
+    pub fn prepare_scan_control(&self, n: usize, priority: u32) -> ScanPrep {
         let node = &self.nodes[n];
-        let size = |l: usize| node.lru_size(l) >> priority;
+        let may_deactivate = [
+            self.inactive_is_low(n, LRU_INACTIVE_ANON),
+            self.inactive_is_low(n, LRU_INACTIVE_FILE),
+        ];
+        // Plenty of inactive page cache that isn't thrashing: reclaim it before anon.
+        let cache_trim_mode =
+            node.lru_size(LRU_INACTIVE_FILE) >> priority > 0 && !may_deactivate[1];
+        // The cache trap: file pages nearly gone, while anon is not low too. Free pages and
+        // high watermarks are summed over the node's zones: the lower zones' free pages
+        // count, and the one zone's high watermark is the whole node's.
         let file = node.lru_size(LRU_INACTIVE_FILE) + node.lru_size(LRU_ACTIVE_FILE);
-        let z = &node.zone;
-        if !self.can_reclaim_anon_pages(n) {
-            return [0, 0, size(LRU_INACTIVE_FILE), size(LRU_ACTIVE_FILE)];
+        let free = node.zone.nr_free + node.lower_free.len() as u64;
+        let total_high_wmark = node.zone.wmark.high;
+        let file_is_tiny = file + free <= total_high_wmark
+            && !may_deactivate[0]
+            && node.lru_size(LRU_INACTIVE_ANON) >> priority > 0;
+        ScanPrep {
+            may_deactivate,
+            cache_trim_mode,
+            file_is_tiny,
         }
-        if file + z.nr_free <= z.wmark.high {
-            return [size(LRU_INACTIVE_ANON), size(LRU_ACTIVE_ANON), 0, 0];
+    }
+
+    /// get_scan_count: how many pages of each LRU list to scan at this priority. SCAN_FILE
+    /// when anon cannot be reclaimed (no swap slot, no demotion target); SCAN_EQUAL at
+    /// priority 0; SCAN_ANON when file is tiny; SCAN_FILE in cache trim mode; otherwise
+    /// SCAN_FRACT by swappiness, weighted by each type's recent reclaim cost.
+    pub fn get_scan_count(&self, n: usize, priority: u32, prep: &ScanPrep) -> [u64; 4] {
+        let node = &self.nodes[n];
+        let swappiness = self.cfg.vm.swappiness as u64;
+        let balance = if !self.can_reclaim_anon_pages(n) {
+            ScanBalance::File
+        } else if priority == 0 && swappiness != 0 {
+            ScanBalance::Equal
+        } else if prep.file_is_tiny {
+            ScanBalance::Anon
+        } else if prep.cache_trim_mode {
+            ScanBalance::File
+        } else {
+            ScanBalance::Fract
+        };
+        // At least a third of the pressure goes to each type, before swappiness.
+        let total_cost = node.anon_cost + node.file_cost;
+        let anon_cost = total_cost + node.anon_cost;
+        let file_cost = total_cost + node.file_cost;
+        let total_cost = anon_cost + file_cost;
+        let ap = swappiness * (total_cost + 1) / (anon_cost + 1);
+        let fp = (MAX_SWAPPINESS - swappiness) * (total_cost + 1) / (file_cost + 1);
+        let mut nr = [0; 4];
+        for (lru, scan) in nr.iter_mut().enumerate() {
+            let file = lru >= LRU_INACTIVE_FILE;
+            let size = node.lru_size(lru) >> priority;
+            *scan = match balance {
+                ScanBalance::Equal => size,
+                ScanBalance::Fract => size * if file { fp } else { ap } / (ap + fp),
+                ScanBalance::Anon if file => 0,
+                ScanBalance::File if !file => 0,
+                ScanBalance::Anon | ScanBalance::File => size,
+            };
         }
-        let ap = self.cfg.vm.swappiness as u64;
-        let fp = 200 - ap;
-        let frac = |l: usize, w: u64| size(l) * w / (ap + fp);
-        [
-            frac(LRU_INACTIVE_ANON, ap),
-            frac(LRU_ACTIVE_ANON, ap),
-            frac(LRU_INACTIVE_FILE, fp),
-            frac(LRU_ACTIVE_FILE, fp),
-        ]
+        nr
     }
 
     /// shrink_node → shrink_lruvec: scan the lists in SWAP_CLUSTER_MAX chunks.
@@ -399,24 +476,32 @@ impl Kernel {
         who: Reclaimer,
         nr_to_reclaim: u64,
     ) -> u64 {
-        let mut pass = self.start_shrink(n, priority, nr_to_reclaim);
-        while pass.nr.iter().any(|&x| x > 0) && pass.reclaimed < nr_to_reclaim {
+        let mut pass = self.start_shrink(n, priority, nr_to_reclaim, who);
+        while pass.more() {
             self.shrink_step(m, n, c, &mut pass, who);
         }
         self.finish_shrink(m, n, c);
         pass.reclaimed
     }
 
-    /// The scan targets of one shrink_lruvec pass (get_scan_count, may_deactivate).
-    pub fn start_shrink(&self, n: usize, priority: u32, nr_to_reclaim: u64) -> ShrinkPass {
+    /// The scan targets of one shrink_lruvec pass (prepare_scan_control, get_scan_count).
+    /// Direct reclaim at DEF_PRIORITY scans its whole target (proportional_reclaim).
+    pub fn start_shrink(
+        &self,
+        n: usize,
+        priority: u32,
+        nr_to_reclaim: u64,
+        who: Reclaimer,
+    ) -> ShrinkPass {
+        let prep = self.prepare_scan_control(n, priority);
+        let nr = self.get_scan_count(n, priority, &prep);
         ShrinkPass {
             active: true,
             priority,
-            nr: self.get_scan_count(n, priority),
-            may_deactivate: [
-                self.inactive_is_low(n, LRU_INACTIVE_ANON),
-                self.inactive_is_low(n, LRU_INACTIVE_FILE),
-            ],
+            nr,
+            targets: nr,
+            may_deactivate: prep.may_deactivate,
+            proportional: who == Reclaimer::Direct && priority == DEF_PRIORITY,
             reclaimed: 0,
             total: 0,
             scanned: 0,
@@ -424,7 +509,9 @@ impl Kernel {
         }
     }
 
-    /// One iteration of shrink_lruvec's loop: up to SWAP_CLUSTER_MAX pages from each list.
+    /// One iteration of shrink_lruvec's loop: up to SWAP_CLUSTER_MAX pages from each list;
+    /// once nr_to_reclaim is met, stop the smaller type and cut the other to the share of
+    /// its target the smaller one had left.
     pub fn shrink_step(
         &mut self,
         m: &mut Machine,
@@ -451,17 +538,50 @@ impl Kernel {
                 pass.total += got;
             }
         }
+        if pass.reclaimed < pass.nr_to_reclaim || pass.proportional {
+            return;
+        }
+        let nr_file = pass.nr[LRU_INACTIVE_FILE] + pass.nr[LRU_ACTIVE_FILE];
+        let nr_anon = pass.nr[LRU_INACTIVE_ANON] + pass.nr[LRU_ACTIVE_ANON];
+        if nr_file == 0 || nr_anon == 0 {
+            pass.nr = [0; 4];
+            return;
+        }
+        let t = pass.targets;
+        let (stop, other, percentage) = if nr_file > nr_anon {
+            let target = t[LRU_INACTIVE_ANON] + t[LRU_ACTIVE_ANON] + 1;
+            (LRU_INACTIVE_ANON, LRU_INACTIVE_FILE, nr_anon * 100 / target)
+        } else {
+            let target = t[LRU_INACTIVE_FILE] + t[LRU_ACTIVE_FILE] + 1;
+            (LRU_INACTIVE_FILE, LRU_INACTIVE_ANON, nr_file * 100 / target)
+        };
+        pass.nr[stop] = 0;
+        pass.nr[stop + 1] = 0;
+        for lru in [other, other + 1] {
+            let scanned = t[lru] - pass.nr[lru];
+            let left = t[lru] * (100 - percentage) / 100;
+            pass.nr[lru] = left - left.min(scanned);
+        }
     }
 
-    /// The end of shrink_lruvec: keep the inactive lists from running dry (anon only when it
-    /// can be reclaimed).
+    /// The end of shrink_lruvec: rebalance the anon active/inactive ratio even if no anon
+    /// was scanned.
     fn finish_shrink(&mut self, m: &mut Machine, n: usize, c: usize) {
-        if self.can_reclaim_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
+        if self.can_age_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
             self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
         }
-        if self.inactive_is_low(n, LRU_INACTIVE_FILE) {
-            self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_FILE);
+    }
+
+    /// kswapd_age_node: background aging of the anon lists at the top of each priority.
+    fn kswapd_age_node(&mut self, m: &mut Machine, n: usize, c: usize) {
+        if self.can_age_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
+            self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
         }
+    }
+
+    /// can_age_anon_pages: a swap device (full or not), or a demotion target.
+    fn can_age_anon_pages(&self, n: usize) -> bool {
+        self.swap.total_pages() > 0 || self.can_demote(n)
     }
 
     /// isolate_lru_folios from the tail of `lru`.
@@ -526,10 +646,12 @@ impl Kernel {
         let list = self.isolate_lru_folios(n, nr, lru);
         self.vm.add(Vm::PgRefill, list.len() as u64);
         m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
+        let mut nr_rotated = 0;
         for pfn in list {
             let (referenced, exec) = self.folio_referenced(pfn);
             let file = !self.frames.get(pfn).has(pg::SWAPBACKED);
             if referenced > 0 && exec && file {
+                nr_rotated += 1;
                 self.putback_folio(pfn);
                 continue;
             }
@@ -537,6 +659,9 @@ impl Kernel {
             p.flags = (p.flags & !pg::ACTIVE) | pg::WORKINGSET;
             self.vm.inc(Vm::PgDeactivate);
             self.putback_folio(pfn);
+        }
+        if nr_rotated > 0 {
+            self.lru_note_cost(n, lru == LRU_ACTIVE_FILE, 0, nr_rotated);
         }
     }
 
@@ -569,7 +694,12 @@ impl Kernel {
             scanned,
         );
         m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * scanned);
-        self.shrink_folio_list(m, c, list, who, false)
+        // stat.nr_pageout: the folios shrink_folio_list wrote out.
+        let written = self.vm.get(Vm::Pswpout);
+        let reclaimed = self.shrink_folio_list(m, c, list, who, false);
+        let nr_pageout = self.vm.get(Vm::Pswpout) - written;
+        self.lru_note_cost(n, lru == LRU_INACTIVE_FILE, nr_pageout, scanned - reclaimed);
+        reclaimed
     }
 
     /// folio_check_references (mm/vmscan.c).
