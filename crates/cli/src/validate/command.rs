@@ -33,19 +33,6 @@ pub const COUNTERS: &[&str] = &[
     "pgfault",
 ];
 
-/// Counters the guest samples too, for the JSON only: how reclaim got to its numbers.
-pub const RECLAIM_COUNTERS: &[&str] = &[
-    "pageoutrun",
-    "pgsteal_kswapd",
-    "pgrefill",
-    "pgactivate",
-    "pgdeactivate",
-    "pgscan_anon",
-    "pgscan_file",
-    "kswapd_low_wmark_hit_quickly",
-    "kswapd_high_wmark_hit_quickly",
-];
-
 /// Stand-in runs of the calibration configuration at most, to find the random phases' gaps.
 const GAP_SEARCH_RUNS: usize = 8;
 
@@ -307,11 +294,7 @@ fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
 fn program(cfg: &Config, origin: &str, seed: u64, dir: &Path) -> Result<PathBuf, String> {
     let opts = CProgramOptions {
         sample_interval_ms: cfg.sim.timeline_interval_ms,
-        counters: COUNTERS
-            .iter()
-            .chain(RECLAIM_COUNTERS)
-            .map(|s| s.to_string())
-            .collect(),
+        counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
         nodes: cfg.machine.nodes.len() as u32,
         cpus: cfg.machine.cpus,
     };
