@@ -5,8 +5,10 @@
 mod common;
 
 use common::*;
-use tierlab::mm::mmzone::{LRU_INACTIVE_ANON, LRU_INACTIVE_FILE};
+use tierlab::mm::mmzone::{LRU_ACTIVE_ANON, LRU_INACTIVE_ANON, LRU_INACTIVE_FILE};
+use tierlab::mm::page::pg;
 use tierlab::mm::vmscan::{Reclaimer, DEF_PRIORITY};
+use tierlab::stats::Vm;
 use tierlab::workload::{FileSpec, Placement};
 use tierlab::Sim;
 
@@ -133,4 +135,31 @@ fn once_kswapd_has_its_target_the_smaller_type_stops_and_the_other_is_cut_to_mat
     // The loop runs while inactive anon or either file list has pages left to scan.
     pass.nr = [0, 5, 0, 0];
     assert!(!pass.more());
+}
+
+#[test]
+fn kswapd_deactivates_anon_at_the_top_of_each_priority_when_the_inactive_list_is_low() {
+    let mut sim = dram_with(0, 3000);
+    // Every anon page on DRAM active: the inactive anon list is low.
+    for pfn in 0..sim.k.frames.len() as u32 {
+        let p = sim.k.frames.get(pfn);
+        if p.node == 0 && p.has(pg::LRU) && p.has(pg::SWAPBACKED) && !p.has(pg::ACTIVE) {
+            sim.k.folio_activate(pfn);
+        }
+    }
+    let active = sim.k.nodes[0].lru_size(LRU_ACTIVE_ANON);
+    assert!(active >= 2900, "{active}");
+    // A node short of free pages, and kswapd's first step: get_scan_count's share of the
+    // active list at priority 12 is (active >> 12) × 60 / 200 = 0 pages, so what is
+    // deactivated is SWAP_CLUSTER_MAX three times: kswapd_age_node at priority 12, the end of
+    // shrink_lruvec (the inactive list still low), kswapd_age_node at priority 11.
+    assert_eq!((active >> DEF_PRIORITY) * 60 / 200, 0);
+    let free = sim.k.nodes[0].zone.nr_free;
+    sim.k.nodes[0].zone.wmark.high = free + 1;
+    sim.k.nodes[0].zone.wmark.promo = free + 1;
+    let refill = sim.k.vm.get(Vm::PgRefill);
+    let t = sim.hw.cpus[0].clock;
+    sim.k.kswapd_run(&mut sim.hw, 0, t);
+    assert_eq!(sim.k.vm.get(Vm::PgRefill) - refill, 3 * 32);
+    assert_eq!(sim.k.nodes[0].lru_size(LRU_ACTIVE_ANON), active - 3 * 32);
 }

@@ -235,7 +235,7 @@ impl Kernel {
     /// flushes reach the other CPUs spread over time as they would on a real machine. As in
     /// balance_pgdat, the node is checked for balance only at the top of each priority
     /// iteration, and each iteration (kswapd_shrink_node) aims at max(high, SWAP_CLUSTER_MAX).
-    pub(crate) fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
+    pub fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
         let c = self.kswapd_cpu(m, n);
         self.nodes[n].kswapd_prev_cpu = Some(c as u32);
         if !self.sched.rq[c].busy() {
