@@ -136,9 +136,10 @@ enum Command {
         /// Kill the guest after this many wall seconds (default: from the simulated length).
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
-        /// Write the real samples (with the guest's per-zone free pages and watermarks), the
-        /// simulated result and the comparison as JSON; with --seeds N > 1, every seed's and
-        /// the summary.
+        /// Write the real samples (with the guest's per-zone free pages and watermarks, and in
+        /// the last sample reclaim's totals since boot: pageoutrun, pgrefill, pgactivate,
+        /// kswapd_*_wmark_hit_quickly and more), the simulated result and the comparison as
+        /// JSON; with --seeds N > 1, every seed's and the summary.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         /// Run N workload seeds (the scenario's seed s, then s+1, ..., s+N-1) on both sides

@@ -114,6 +114,7 @@ fn opts(nodes: u32, cpus: u32) -> CProgramOptions {
             "numa_hit".into(),
             "no_such_counter".into(),
         ],
+        end_counters: vec!["pgalloc_normal".into()],
         nodes,
         cpus,
     }
@@ -361,6 +362,13 @@ fn tiny_scenario_runs_natively() {
     );
 
     assert!(samples.len() >= 5, "{} samples", samples.len());
+    // The end counters are in the last sample only.
+    let ends: Vec<bool> = samples
+        .iter()
+        .map(|s| s["vmstat"].get("pgalloc_normal").is_some())
+        .collect();
+    assert!(ends[ends.len() - 1], "{ends:?}");
+    assert!(ends[..ends.len() - 1].iter().all(|e| !e), "{ends:?}");
     for s in &samples {
         assert_eq!(s["regions"].as_object().unwrap().len(), 3, "{s}");
         assert_eq!(s["vmstat"]["no_such_counter"], Value::Null, "{s}");
@@ -593,6 +601,7 @@ fn shipped_scripted_scenarios_compile() {
         let o = CProgramOptions {
             sample_interval_ms: cfg.sim.timeline_interval_ms,
             counters: vec!["pgmigrate_success".into(), "numa_hint_faults".into()],
+            end_counters: vec![],
             nodes: cfg.machine.nodes.len() as u32,
             cpus: cfg.machine.cpus,
         };

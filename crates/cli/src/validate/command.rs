@@ -33,6 +33,21 @@ pub const COUNTERS: &[&str] = &[
     "pgfault",
 ];
 
+/// Counters the guest reports in its last sample only (totals since boot), for the JSON: how
+/// reclaim got to its numbers. (Every sample line is work for the guest's sampler: nine more
+/// counters in each line moved `hot_4t`'s scans.)
+pub const END_COUNTERS: &[&str] = &[
+    "pageoutrun",
+    "pgsteal_kswapd",
+    "pgrefill",
+    "pgactivate",
+    "pgdeactivate",
+    "pgscan_anon",
+    "pgscan_file",
+    "kswapd_low_wmark_hit_quickly",
+    "kswapd_high_wmark_hit_quickly",
+];
+
 /// Stand-in runs of the calibration configuration at most, to find the random phases' gaps.
 const GAP_SEARCH_RUNS: usize = 8;
 
@@ -295,6 +310,7 @@ fn program(cfg: &Config, origin: &str, seed: u64, dir: &Path) -> Result<PathBuf,
     let opts = CProgramOptions {
         sample_interval_ms: cfg.sim.timeline_interval_ms,
         counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
+        end_counters: END_COUNTERS.iter().map(|s| s.to_string()).collect(),
         nodes: cfg.machine.nodes.len() as u32,
         cpus: cfg.machine.cpus,
     };

@@ -127,6 +127,9 @@ pub struct CProgramOptions {
     pub sample_interval_ms: f64,
     /// `/proc/vmstat` counters each sample reports.
     pub counters: Vec<String>,
+    /// More counters the last sample reports (their totals since boot): every byte of a
+    /// sample line is the guest's work, so counters wanted only as totals stay out of the rest.
+    pub end_counters: Vec<String>,
     /// The machine's NUMA node count (as `scripted::build` takes it).
     pub nodes: u32,
     /// The machine's CPU count (as `scripted::build` takes it).
@@ -148,7 +151,7 @@ pub fn generate(
             opts.sample_interval_ms
         )));
     }
-    for c in &opts.counters {
+    for c in opts.counters.iter().chain(&opts.end_counters) {
         if c.is_empty() || c.contains(|ch: char| ch.is_whitespace() || ch.is_control()) {
             return Err(ConfigError::msg(format!(
                 "C program: {c:?} is not a /proc/vmstat counter name"

@@ -123,6 +123,8 @@ extern const uint64_t SEED;
 extern const double SAMPLE_MS;
 extern const char *const COUNTERS[];
 extern const int NCOUNTERS;
+extern const char *const END_COUNTERS[];
+extern const int NEND_COUNTERS;
 extern const int NNODES;
 
 /* ---- output ---- */
@@ -996,14 +998,17 @@ static uint64_t sample(int last)
 		sb_counts(&b, counts, width);
 	}
 	sb_printf(&b, "},\"vmstat\":{");
-	char *vm = NCOUNTERS ? read_file("/proc/vmstat") : NULL;
-	if (NCOUNTERS && !vm)
+	/* The end counters: in the last sample only, after the workload. */
+	int nend = last ? NEND_COUNTERS : 0;
+	char *vm = NCOUNTERS + nend ? read_file("/proc/vmstat") : NULL;
+	if (NCOUNTERS + nend && !vm)
 		warn_once(&warned_vmstat, "/proc/vmstat: %s; counters reported as null",
 			  strerror(errno));
-	for (int c = 0; c < NCOUNTERS; c++) {
-		const char *v = vmstat_value(vm, COUNTERS[c]);
+	for (int c = 0; c < NCOUNTERS + nend; c++) {
+		const char *name = c < NCOUNTERS ? COUNTERS[c] : END_COUNTERS[c - NCOUNTERS];
+		const char *v = vmstat_value(vm, name);
 		sb_printf(&b, "%s\"", c ? "," : "");
-		sb_json_str(&b, COUNTERS[c]);
+		sb_json_str(&b, name);
 		if (v)
 			sb_printf(&b, "\":%llu", strtoull(v, NULL, 10));
 		else

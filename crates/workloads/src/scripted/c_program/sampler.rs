@@ -9,7 +9,7 @@ use super::{c_str, json_c_str, pages, table, CProgramOptions};
 /// The sampler's `/proc/zoneinfo` reader, declared in the runtime and defined after it.
 const ZONEINFO: &str = include_str!("zoneinfo.c");
 
-/// `WATCHES`, `COUNTERS`, `NNODES` and `SAMPLE_MS`, and the zoneinfo reader.
+/// `WATCHES`, `COUNTERS`, `END_COUNTERS`, `NNODES` and `SAMPLE_MS`, and the zoneinfo reader.
 pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
     out.push_str(ZONEINFO);
     // `region_specs` lists the regions, then the watched sub-ranges in `cfg.watch` order.
@@ -41,6 +41,21 @@ pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
         .collect();
     table(out, "const char *const COUNTERS[]", &counters);
     let _ = writeln!(out, "const int NCOUNTERS = {};", counters.len());
+    let end_counters: Vec<String> = opts
+        .end_counters
+        .iter()
+        .map(|c| format!("\t{},", c_str(c)))
+        .collect();
+    // A name list has no struct rows, so an empty one holds a null (C has no empty array).
+    let _ = writeln!(
+        out,
+        "const char *const END_COUNTERS[] = {{\n{}\tNULL,\n}};",
+        end_counters
+            .iter()
+            .map(|r| format!("{r}\n"))
+            .collect::<String>()
+    );
+    let _ = writeln!(out, "const int NEND_COUNTERS = {};", end_counters.len());
     let _ = writeln!(out, "const int NNODES = {};", opts.nodes);
     let _ = writeln!(
         out,
