@@ -109,7 +109,6 @@ impl Kernel {
             nodes.push(Pgdat {
                 node_id: n as u8,
                 zone,
-                lower_zones: lower_zones[n].clone(),
                 lower_free_target: set_aside[n].len(),
                 lower_free: std::mem::take(&mut set_aside[n]),
                 lru: Default::default(),

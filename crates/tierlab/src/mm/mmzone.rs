@@ -26,11 +26,10 @@ pub fn lru_index(anon: bool, active: bool) -> usize {
 pub struct Pgdat {
     pub node_id: u8,
     pub zone: Zone,
-    /// The zones below `zone` (ZONE_DMA, ZONE_DMA32 on x86-64) and the free pages their
-    /// lowmem_reserve keeps from user allocations.
-    pub lower_zones: Vec<crate::mm::lowmem_reserve::LowerZone>,
-    /// Their free pages (frames set aside, flagged reserved): only allocations that ignore
-    /// watermarks take them, and frees refill them up to `lower_free_target`.
+    /// The free pages of the zones below `zone` (ZONE_DMA, ZONE_DMA32 on x86-64) that their
+    /// lowmem_reserve keeps from user allocations (mm/lowmem_reserve.rs): frames set aside,
+    /// flagged reserved; only allocations that ignore watermarks take them, and frees refill
+    /// them up to `lower_free_target`.
     pub lower_free: Vec<u32>,
     pub lower_free_target: usize,
     pub lru: [ListHead; NR_LRU_LISTS],

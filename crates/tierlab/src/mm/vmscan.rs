@@ -565,14 +565,13 @@ impl Kernel {
     }
 
     /// The end of shrink_lruvec: rebalance the anon active/inactive ratio even if no anon
-    /// was scanned.
+    /// was scanned, as kswapd_age_node does.
     fn finish_shrink(&mut self, m: &mut Machine, n: usize, c: usize) {
-        if self.can_age_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
-            self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);
-        }
+        self.kswapd_age_node(m, n, c);
     }
 
-    /// kswapd_age_node: background aging of the anon lists at the top of each priority.
+    /// kswapd_age_node: background aging of the anon lists (at the top of each priority, and
+    /// shrink_lruvec's end runs the same test).
     fn kswapd_age_node(&mut self, m: &mut Machine, n: usize, c: usize) {
         if self.can_age_anon_pages(n) && self.inactive_is_low(n, LRU_INACTIVE_ANON) {
             self.shrink_active_list(m, n, c, SWAP_CLUSTER_MAX, LRU_ACTIVE_ANON);

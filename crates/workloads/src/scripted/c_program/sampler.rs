@@ -34,32 +34,23 @@ pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
         .collect();
     table(out, "const struct watch WATCHES[]", &rows);
     let _ = writeln!(out, "const int NWATCHES = {};", rows.len());
-    let counters: Vec<String> = opts
-        .counters
-        .iter()
-        .map(|c| format!("\t{},", c_str(c)))
-        .collect();
-    table(out, "const char *const COUNTERS[]", &counters);
-    let _ = writeln!(out, "const int NCOUNTERS = {};", counters.len());
-    let end_counters: Vec<String> = opts
-        .end_counters
-        .iter()
-        .map(|c| format!("\t{},", c_str(c)))
-        .collect();
-    // A name list has no struct rows, so an empty one holds a null (C has no empty array).
-    let _ = writeln!(
-        out,
-        "const char *const END_COUNTERS[] = {{\n{}\tNULL,\n}};",
-        end_counters
-            .iter()
-            .map(|r| format!("{r}\n"))
-            .collect::<String>()
-    );
-    let _ = writeln!(out, "const int NEND_COUNTERS = {};", end_counters.len());
+    names(out, "COUNTERS", &opts.counters);
+    names(out, "END_COUNTERS", &opts.end_counters);
     let _ = writeln!(out, "const int NNODES = {};", opts.nodes);
     let _ = writeln!(
         out,
         "const double SAMPLE_MS = {:?};\n",
         opts.sample_interval_ms
     );
+}
+
+/// `const char *const NAME[]` and `const int NNAME` for a list of names. The array ends in a
+/// null, so that an empty list is still an array (C has no empty initializer for it).
+fn names(out: &mut String, name: &str, list: &[String]) {
+    let _ = writeln!(out, "const char *const {name}[] = {{");
+    for n in list {
+        let _ = writeln!(out, "\t{},", c_str(n));
+    }
+    out.push_str("\tNULL,\n};\n");
+    let _ = writeln!(out, "const int N{name} = {};", list.len());
 }
