@@ -304,7 +304,9 @@ impl Kernel {
                 mapcount[pfn as usize] += 1;
                 let ok = page.has(pg::USED)
                     && if page.has(pg::ANON) {
-                        page.owner == mm as u32 && page.index == vpn
+                        page.index == vpn
+                            && (self.anon_vmas.members.get(page.owner as usize))
+                                .is_some_and(|members| members.contains(&(mm as u32)))
                     } else {
                         self.mms[mm]
                             .find_vma((vpn as u64) << PAGE_SHIFT)

@@ -112,6 +112,17 @@ pub struct CostTable {
     /// the jiffy at the lower quartile of the ticks a reader's CPU took first in two traced
     /// runs; 3,500 is their mean].
     pub timer_interrupt_cycles: u32,
+    /// fork(2)'s fixed part: copy_process (task_struct, credentials, files, signal state,
+    /// the scheduler's wake_up_new_task) without dup_mmap, whose VMAs and PTEs are charged
+    /// per PTE (`pte_update_cycles`) [estimate: no primary figure for the split].
+    pub fork_cycles: u32,
+    /// execve(2)'s fixed part: opening and mapping the binary, a new mm and its stack
+    /// (bprm_execve, exec_mmap) without the old mm's teardown (charged per page) and the
+    /// new program's faults [estimate: no primary figure for the split].
+    pub exec_cycles: u32,
+    /// exit's fixed part without exit_mmap: do_exit's file, signal and task teardown and
+    /// the parent's wake-up [estimate].
+    pub exit_cycles: u32,
 }
 
 impl Default for CostTable {
@@ -154,6 +165,9 @@ impl Default for CostTable {
             lru_gen_walk_pte_cycles: 32,
             lru_gen_update_gen_cycles: 55,
             timer_interrupt_cycles: 3_500,
+            fork_cycles: 50_000,
+            exec_cycles: 100_000,
+            exit_cycles: 20_000,
         }
     }
 }

@@ -89,6 +89,8 @@ pub struct Kernel {
     /// struct page of every frame.
     pub frames: FrameTable,
     pub mms: Vec<Mm>,
+    /// Every anon_vma: the mms that may map its folios.
+    pub anon_vmas: crate::mm::rmap::AnonVmas,
     pub files: Vec<PageCacheFile>,
     pub vm: VmCounters,
     pub tiers: MemoryTiers,

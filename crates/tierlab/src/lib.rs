@@ -37,6 +37,7 @@ pub mod machine;
 pub mod mm;
 pub mod phases;
 pub mod policy;
+pub mod process;
 pub mod report;
 pub mod reproductions;
 pub mod result;

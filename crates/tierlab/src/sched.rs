@@ -14,6 +14,8 @@ pub enum ThreadState {
     Sleeping,
     /// In pthread_join until the process's other threads have exited.
     Joining,
+    /// In wait(2) until a child process exits.
+    Waiting,
     Exited,
 }
 
@@ -44,6 +46,42 @@ pub struct Thread {
     pub phase: Option<u32>,
     /// `runtime` when the thread entered that phase.
     pub phase_runtime_begin: u64,
+    /// The thread that forked this one's process (NIL: started with the workload, or its
+    /// parent exited first and init reaps it).
+    pub parent: u32,
+    /// Child processes forked that have not exited (their threads' ids).
+    pub children: Vec<u32>,
+    /// Child processes that have exited and wait(2) has not reaped (zombies).
+    pub zombies: u32,
+}
+
+impl Thread {
+    /// A runnable thread of process `mm` that has not run yet.
+    pub fn new(id: u32, mm: u32, stream: Box<dyn ThreadStream>) -> Thread {
+        Thread {
+            id,
+            mm,
+            stream,
+            buf: Vec::with_capacity(2048),
+            pos: 0,
+            state: ThreadState::Runnable,
+            cpu: NIL,
+            roi_begin: None,
+            roi_end: None,
+            work: 0,
+            accesses: 0,
+            runtime: 0,
+            numa_node_stamp: 0,
+            numa_scan_period_ms: 0,
+            numab: crate::mm::numa_placement::TaskNuma::new(),
+            pace_next: 0,
+            phase: None,
+            phase_runtime_begin: 0,
+            parent: NIL,
+            children: Vec::new(),
+            zombies: 0,
+        }
+    }
 }
 
 /// One CPU's run queue.
@@ -92,20 +130,24 @@ impl Kernel {
     pub(crate) fn place_thread(&mut self, m: &mut Machine, tid: u32, placement: Placement) {
         let c = match placement {
             Placement::Pinned(c) => c as usize,
-            Placement::Spread => {
-                let load = |i: usize| {
-                    let rq = &self.sched.rq[i];
-                    rq.queue.len() + (rq.current != NIL) as usize
-                };
-                (0..self.sched.rq.len())
-                    .min_by_key(|&i| (load(i), i))
-                    .unwrap_or(0)
-            }
+            Placement::Spread => self.idlest_cpu(),
         };
         self.sched.threads[tid as usize].cpu = c as u32;
         let mm = self.sched.threads[tid as usize].mm as usize;
         self.mms[mm].nr_threads += 1;
         self.enqueue(m, c, tid);
+    }
+
+    /// The CPU with the fewest threads, the lowest-numbered among equals (find_idlest_cpu,
+    /// by run-queue length).
+    pub(crate) fn idlest_cpu(&self) -> usize {
+        let load = |i: usize| {
+            let rq = &self.sched.rq[i];
+            rq.queue.len() + (rq.current != NIL) as usize
+        };
+        (0..self.sched.rq.len())
+            .min_by_key(|&i| (load(i), i))
+            .unwrap_or(0)
     }
 
     /// Make `tid` runnable on CPU `c`; an idle CPU starts it at once (after `c`'s idle time).
@@ -188,7 +230,7 @@ impl Kernel {
     }
 
     /// Thread `tid` can run again from `t` on its CPU (an idle CPU waits until then).
-    fn make_runnable(&mut self, m: &mut Machine, tid: u32, t: u64) {
+    pub(crate) fn make_runnable(&mut self, m: &mut Machine, tid: u32, t: u64) {
         self.sched.threads[tid as usize].state = ThreadState::Runnable;
         let c = self.sched.threads[tid as usize].cpu as usize;
         if self.sched.rq[c].current == NIL {
@@ -202,6 +244,7 @@ impl Kernel {
         self.sched.live_threads -= 1;
         let mm = self.sched.threads[tid].mm as usize;
         self.mms[mm].nr_threads -= 1;
+        self.exit_process(m, c, tid);
         self.pick_next(m, c);
         self.maybe_release_barrier(m, mm);
         self.maybe_end_join(m, mm, m.cpus[c].clock);

@@ -114,6 +114,10 @@ pub struct Sim {
     pub regions: Vec<crate::workload::RegionSpec>,
 }
 
+/// A TLB entry a store may use without a walk: writable, and dirty already. (A dirty entry
+/// need not be writable: fork write-protects dirty private pages.)
+const WRITABLE_DIRTY: u32 = TLB_WRITE | TLB_DIRTY;
+
 /// The timer slack every task inherits (init/init_task.c: .timer_slack_ns = 50000).
 const TIMER_SLACK_NS: f64 = 50_000.0;
 
@@ -161,26 +165,10 @@ impl Sim {
                     spec.process
                 )));
             }
-            sim.k.sched.threads.push(Thread {
-                id: i as u32,
-                mm: spec.process,
-                stream: spec.stream,
-                buf: Vec::with_capacity(2048),
-                pos: 0,
-                state: ThreadState::Runnable,
-                cpu: NIL,
-                roi_begin: None,
-                roi_end: None,
-                work: 0,
-                accesses: 0,
-                runtime: 0,
-                numa_node_stamp: sim.k.init_numa_node_stamp(&sim.hw, spec.process as usize),
-                numa_scan_period_ms: sim.k.cfg.kernel.numa_balancing_scan_delay_ms,
-                numab: crate::mm::numa_placement::TaskNuma::new(),
-                pace_next: 0,
-                phase: None,
-                phase_runtime_begin: 0,
-            });
+            let mut thread = Thread::new(i as u32, spec.process, spec.stream);
+            thread.numa_node_stamp = sim.k.init_numa_node_stamp(&sim.hw, spec.process as usize);
+            thread.numa_scan_period_ms = sim.k.cfg.kernel.numa_balancing_scan_delay_ms;
+            sim.k.sched.threads.push(thread);
             if let crate::workload::Placement::Pinned(c) = spec.placement {
                 if c >= ncpus {
                     return Err(SimError(format!(
@@ -542,6 +530,30 @@ impl Sim {
                     self.k.thread_join(&mut self.hw, c, tid);
                     return;
                 }
+                Op::Fork => {
+                    let child = self.k.sched.threads[tid].stream.fork_child();
+                    let forked = match child {
+                        Some(stream) => self.k.sys_fork(&mut self.hw, c, tid, stream),
+                        None => Err("fork: the thread's program gives no child program".into()),
+                    };
+                    if let Err(e) = forked {
+                        self.fatal = Some(SimError(format!("thread {tid}: {e}")));
+                    }
+                }
+                Op::Exec => {
+                    if let Err(e) = self.k.sys_exec(&mut self.hw, c, tid) {
+                        self.fatal = Some(SimError(format!("thread {tid}: {e}")));
+                    }
+                }
+                Op::Wait => {
+                    if !self.k.wait_reaps(&mut self.hw, c, tid) {
+                        self.k.sched.threads[tid].pos = pos;
+                        self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
+                        self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                        self.k.wait_sleep(&mut self.hw, c, tid);
+                        return;
+                    }
+                }
                 Op::Exit => {
                     self.k.sched.threads[tid].pos = pos;
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
@@ -599,13 +611,13 @@ impl Sim {
         if vaddr < USER_VA_END {
             if let Some(i) = l1.lookup(vpn, asid) {
                 let d = l1.data(i);
-                if !store || d & TLB_DIRTY != 0 {
+                if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
                     return self.mem_cycles(c, tlb_pfn(d), vaddr, store);
                 }
                 cached = Cached::L1;
             } else if let Some(i) = cpu.stlb.lookup(vpn, asid) {
                 let d = cpu.stlb.data(i);
-                if !store || d & TLB_DIRTY != 0 {
+                if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
                     l1.insert(vpn, asid, d);
                     cpu.perf.inc(Perf::StlbHits);
                     return self.hw.cost.stlb_hit_cycles as u64

@@ -88,7 +88,17 @@ pub enum Op {
     /// (a C program's main thread after pthread_create).
     Join,
     Mark(Mark),
-    /// The thread ends (also implied when the stream runs dry).
+    /// fork(2): a child process with a copy-on-write copy of this process's memory and one
+    /// thread, which runs the program `ThreadStream::fork_child` gives.
+    Fork,
+    /// execve(2) in a single-threaded process: its memory is replaced by a new, empty
+    /// address space (the program maps what it needs next).
+    Exec,
+    /// wait(2): reap a child process that has exited, sleeping until one does; returns at
+    /// once if there is no child.
+    Wait,
+    /// The thread ends (also implied when the stream runs dry); with the process's last
+    /// thread the process exits and its memory is freed.
     Exit,
 }
 
@@ -96,6 +106,12 @@ pub enum Op {
 /// an empty append means the thread exits.
 pub trait ThreadStream: Send {
     fn refill(&mut self, out: &mut Vec<Op>);
+
+    /// The child's program when this thread runs `Op::Fork` (None: this program does not
+    /// fork, and its `Op::Fork` is an error).
+    fn fork_child(&mut self) -> Option<Box<dyn ThreadStream>> {
+        None
+    }
 }
 
 /// Where a thread runs.

@@ -291,3 +291,51 @@ fn checker_catches_a_stale_entry_surviving_munmap() {
     ok.k.sys_munmap(&mut ok.hw, 0, 0, BASE, 32 * PAGE).unwrap();
     assert_eq!(ok.k.checker.count, 0, "{:?}", ok.k.checker.violations);
 }
+
+/// The LUF reviewers' exit case: a process exits while CPUs still hold translations, some
+/// MIGRC left unflushed. exit_mmap's gather flushes before it frees, and its last flush
+/// (freed tables) reaches the lazy CPUs its threads left, so every frame comes back clean;
+/// skipping those flushes leaves entries a CPU could use again, which the checker reports.
+#[test]
+fn exit_after_a_deferral_frees_nothing_a_cpu_still_translates() {
+    let run = |brk: &str| {
+        let mut sim = readers_of_clean_ro_pages(brk);
+        let old = migrate_async(&mut sim, 0, 32, 0);
+        assert!(sim.k.vm.get(Vm::MigrcDeferred) > 0);
+        // CPUs 1-3 run the process again (switch_mm catches up with the deferred flush)
+        // and read every page; then every thread leaves, and the CPUs keep the mm loaded
+        // lazily (exit_mm).
+        let mapped: Vec<u32> = (0..N).map(|i| pfn_of(&sim, i)).collect();
+        for c in 1..4 {
+            sim.k.switch_mm(&mut sim.hw, c, 0);
+            let asid = sim.hw.cpus[c].cur_asid;
+            for i in 0..N {
+                let data = tlb_data(mapped[i as usize], false, false);
+                sim.hw.cpus[c].stlb.insert(vpn(i), asid, data);
+            }
+        }
+        for c in 0..4 {
+            sim.k.enter_lazy_tlb(c);
+        }
+        sim.k.exit_mmap(&mut sim.hw, 0, 0);
+        assert!(sim.k.mms[0].dead && sim.k.mms[0].rss_anon == 0);
+        // Reuse every frame the process had: the migration sources and its last pages.
+        let mut wanted: Vec<u32> = old.iter().chain(&mapped).copied().collect();
+        while !wanted.is_empty() {
+            let Some(pfn) = sim.k.alloc_page(&mut sim.hw, 0, 0) else {
+                break;
+            };
+            wanted.retain(|&p| p != pfn);
+        }
+        assert!(wanted.is_empty(), "every frame was reused");
+        sim
+    };
+    let ok = run("none");
+    assert_eq!(ok.k.checker.count, 0, "{:?}", ok.k.checker.violations);
+    let broken = run("exit_flush");
+    assert!(
+        broken.k.checker.count_of(ViolationKind::StaleAfterUnmap) > 0,
+        "{:?}",
+        broken.k.checker.violations.first()
+    );
+}

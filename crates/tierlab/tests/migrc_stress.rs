@@ -1,12 +1,13 @@
 //! Randomized stress of MIGRC under the strict invariant checker: eight threads in two
 //! processes on four CPUs, over a million operations of reads, writes, mprotect toggles,
 //! munmap + mmap at the same address, move_pages, file reads under reclaim, and continuous
-//! NUMA-balancing promotion and demotion. (fork is not modelled yet, so there is no
-//! fork/exit churn; threads do exit at the end.)
+//! NUMA-balancing promotion and demotion; and a second run with process churn: the same
+//! threads fork children that share their memory copy-on-write, write it, exec, map and
+//! touch memory of their own and exit, while their parents wait for them.
 
 mod common;
 
-use common::{workload, PAGE};
+use common::{workload, Program, PAGE};
 use tierlab::check::ViolationKind;
 use tierlab::stats::Vm;
 use tierlab::workload::{prot, Backing, FileSpec, Op, Placement};
@@ -230,4 +231,147 @@ fn the_munmap_break_is_caught_in_the_stress_run() {
         "expected StaleAfterUnmap, got {:?}",
         sim.k.checker.violations.first()
     );
+}
+
+const CHURN_OPS_PER_THREAD: usize = 110_000;
+
+/// A child's program, forked by a thread whose own region is at `own`: it reads and writes
+/// the memory it shares copy-on-write with its parent, may fork a grandchild (`depth` > 0),
+/// and in half the cases execs, maps 64 pages of its own at the same address, touches them
+/// and moves some; then it exits (unmapping nothing first: exit_mmap frees it all).
+fn child_program(r: &mut Lcg, own: u64, shared: u64, depth: u32) -> Program {
+    let mut ops = Vec::new();
+    let mut children = Vec::new();
+    for _ in 0..200 + r.below(400) {
+        match r.below(10) {
+            0..=4 => ops.push(Op::Load(own + r.below(OWN_PAGES) * PAGE)),
+            5 | 6 => ops.push(Op::Store(own + r.below(OWN_PAGES / 4) * PAGE)),
+            7 => ops.push(Op::Load(shared + r.below(SHARED_PAGES) * PAGE)),
+            8 => ops.push(Op::Store(shared + r.below(SHARED_PAGES / 8) * PAGE)),
+            _ => ops.push(Op::Compute(100 + r.below(1000) as u32)),
+        }
+    }
+    if depth > 0 && r.below(4) == 0 {
+        ops.push(Op::Fork);
+        children.push(child_program(r, own, shared, depth - 1));
+    }
+    if r.below(2) == 0 {
+        ops.push(Op::Exec);
+        ops.push(rw(own, 64));
+        ops.extend((0..64).map(|i| Op::Store(own + i * PAGE)));
+        ops.push(Op::MovePages {
+            addr: own,
+            len: 32 * PAGE,
+            node: r.below(2) as u32,
+        });
+        ops.extend((0..200).map(|_| Op::Load(own + r.below(64) * PAGE)));
+    }
+    // A child that forked waits for its own child half the time (the other half, init
+    // reaps the orphan).
+    if !children.is_empty() && r.below(2) == 0 {
+        ops.push(Op::Wait);
+    }
+    ops.push(Op::Exit);
+    Program::new(ops, children)
+}
+
+/// A root thread of the churn run: the random program of the first run, which every 1,500
+/// operations or so forks a child (waiting first for the one before, so that at most one
+/// of its children runs at a time) and waits for the last one at the end.
+fn churn_program(process: u32, index: u32, seed: u64) -> Program {
+    let mut r = Lcg(seed ^ 0x9e37_79b9);
+    let own = 0x1000_0000 + ((process as u64 * 4 + index as u64) << 24);
+    let shared = 0x8000_0000;
+    let base = thread_ops(process, index, seed);
+    let mut ops = Vec::with_capacity(CHURN_OPS_PER_THREAD + 64);
+    let mut children = Vec::new();
+    let mut own_writable = true;
+    for op in base.into_iter().take(CHURN_OPS_PER_THREAD) {
+        if let Op::Mprotect { prot: p, .. } = op {
+            own_writable = p & prot::WRITE != 0;
+        }
+        if let Op::Mmap { .. } = op {
+            own_writable = true;
+        }
+        ops.push(op);
+        // Fork only where the own region is writable and mapped (after the barriers).
+        if ops.len() > 2 * OWN_PAGES as usize && own_writable && r.below(1500) == 0 {
+            if !children.is_empty() {
+                ops.push(Op::Wait);
+            }
+            ops.push(Op::Fork);
+            children.push(child_program(&mut r, own, shared, 1));
+        }
+    }
+    ops.push(Op::Wait);
+    Program::new(ops, children)
+}
+
+#[test]
+fn fork_exit_churn_with_migrc_keeps_every_invariant() {
+    let threads = (0..2u32)
+        .flat_map(|process| (0..4u32).map(move |index| (process, index)))
+        .map(|(process, index)| {
+            let program = churn_program(process, index, 7 + (process * 4 + index) as u64);
+            (process, program)
+        });
+    let mut programs = Vec::new();
+    for (process, program) in threads {
+        programs.push((process, program));
+    }
+    fn count(p: &Program) -> (usize, usize) {
+        p.children
+            .iter()
+            .map(count)
+            .fold((p.ops.len(), 1), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+    let (total_ops, processes) = programs
+        .iter()
+        .map(|(_, p)| count(p))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    assert!(total_ops >= 1_000_000, "{total_ops} operations");
+    let mut w = workload(
+        vec![],
+        vec![FileSpec {
+            name: "data".into(),
+            pages: FILE_PAGES,
+            shmem: false,
+        }],
+    );
+    w.processes = 2;
+    w.threads = programs
+        .into_iter()
+        .map(|(process, program)| tierlab::workload::ThreadSpec {
+            process,
+            placement: Placement::Spread,
+            stream: Box::new(program),
+        })
+        .collect();
+    let mut sim = Sim::new(config("none"), w).unwrap();
+    sim.run(&mut |_| {}).expect("the churn run completes");
+    assert_eq!(
+        sim.k.checker.count, 0,
+        "violations: {:?}",
+        sim.k.checker.violations
+    );
+    // Every forked process ran and exited, and was torn down.
+    let forked = sim.k.sched.threads.len() - 8;
+    assert_eq!(forked + 8, processes, "every child program was forked");
+    assert!(forked > 400, "{forked} processes forked");
+    assert!(sim
+        .k
+        .sched
+        .threads
+        .iter()
+        .all(|t| t.state == tierlab::sched::ThreadState::Exited));
+    let dead = sim.k.mms.iter().filter(|mm| mm.dead).count();
+    assert!(
+        dead >= forked,
+        "{dead} address spaces torn down for {forked} forks"
+    );
+    let v = |c| sim.k.vm.get(c);
+    assert!(v(Vm::MigrcDeferred) > 0, "MIGRC deferred nothing");
+    assert!(v(Vm::MigrcFlushAlloc) > 0);
+    assert!(v(Vm::PgPromoteSuccess) > 0);
+    assert!(v(Vm::PgDemoteKswapd) + v(Vm::PgDemoteDirect) > 0);
 }

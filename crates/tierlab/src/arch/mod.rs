@@ -106,8 +106,23 @@ impl Kernel {
             vm: &mut self.vm,
         };
         match &mut self.arch {
-            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e),
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e, false),
             Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, s, e),
+        }
+    }
+
+    /// tlb_finish_mmu's flush after free_pgtables (flush_tlb_mm_range with freed_tables):
+    /// every translation of `mm`, on every CPU that may cache its page tables.
+    pub fn flush_tlb_mm_freed_tables(&mut self, m: &mut Machine, c: usize, mm: usize) {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
+        match &mut self.arch {
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, 0, u32::MAX, true),
+            // arm64's tlb_flush: a torn-down mm's walk caches go with flush_tlb_mm.
+            Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, 0, u32::MAX),
         }
     }
 

@@ -61,6 +61,9 @@ pub struct FlushInfo {
     pub end_vpn: u32,
     pub full: bool,
     pub trim_cpumask: bool,
+    /// Page tables were freed (tlb_finish_mmu after free_pgtables): every CPU of the mask
+    /// is interrupted, lazy ones too, since their paging-structure caches may hold them.
+    pub freed_tables: bool,
 }
 
 pub struct X86 {
@@ -148,6 +151,7 @@ impl X86 {
         mm: usize,
         start_vpn: u32,
         end_vpn: u32,
+        freed_tables: bool,
     ) {
         t.mms[mm].tlb_gen += 1;
         let full = end_vpn.saturating_sub(start_vpn) > self.ceiling;
@@ -165,10 +169,11 @@ impl X86 {
                 end_vpn,
                 full,
                 trim_cpumask: trim,
+                freed_tables,
             };
             self.flush_tlb_multi(t, c, mask, info);
         } else if self.cpus[c].loaded_mm == mm as u32 {
-            self.flush_local(t, c, start_vpn, end_vpn, full, true);
+            self.flush_func_local(t, c, start_vpn, end_vpn, full);
         }
     }
 
@@ -187,6 +192,7 @@ impl X86 {
             end_vpn: 0,
             full: true,
             trim_cpumask: false,
+            freed_tables: false,
         };
         if mask.any_but(c) {
             self.flush_tlb_multi(t, c, mask, info);
@@ -226,14 +232,16 @@ impl X86 {
             if r == c || r >= self.cpus.len() {
                 continue;
             }
-            // should_flush_tlb
+            // should_flush_tlb, unless freed tables send to every CPU (on_each_cpu_mask)
             let st = &self.cpus[r];
-            if st.is_lazy {
-                continue;
-            }
-            if let Some(mm) = info.mm {
-                if st.loaded_mm != mm as u32 && !info.trim_cpumask {
+            if !info.freed_tables {
+                if st.is_lazy {
                     continue;
+                }
+                if let Some(mm) = info.mm {
+                    if st.loaded_mm != mm as u32 && !info.trim_cpumask {
+                        continue;
+                    }
                 }
             }
             targets += 1;
@@ -251,8 +259,31 @@ impl X86 {
             None => mask.test(c),
         };
         if local {
-            self.flush_local(t, c, info.start_vpn, info.end_vpn, info.full, true);
+            self.flush_func_local(t, c, info.start_vpn, info.end_vpn, info.full);
         }
+    }
+
+    /// flush_tlb_func on the initiating CPU: one in lazy mode switches to init_mm instead
+    /// (its mm is being torn down under it), else the flush.
+    fn flush_func_local(
+        &mut self,
+        t: &mut TlbCtx,
+        c: usize,
+        start_vpn: u32,
+        end_vpn: u32,
+        full: bool,
+    ) {
+        if self.cpus[c].is_lazy {
+            self.switch_to_init_mm(c);
+            return;
+        }
+        self.flush_local(t, c, start_vpn, end_vpn, full, true);
+    }
+
+    /// switch_mm_irqs_off(NULL, &init_mm, NULL): the CPU leaves the user mm it kept lazily.
+    fn switch_to_init_mm(&mut self, c: usize) {
+        self.cpus[c].loaded_mm = NIL;
+        self.cpus[c].is_lazy = false;
     }
 
     /// flush_tlb_func on a remote CPU (the IPI handler), counted in irq_tlb_count even when it
@@ -272,6 +303,11 @@ impl X86 {
             }
         }
         if loaded == NIL {
+            return;
+        }
+        if self.cpus[r].is_lazy {
+            // Lazy CPUs get here only for freed page tables: to init_mm rather than flush.
+            self.switch_to_init_mm(r);
             return;
         }
         self.flush_local(t, r, info.start_vpn, info.end_vpn, info.full, false);

@@ -267,6 +267,9 @@ pub enum MigrcBreak {
     UpgradeFlush,
     /// Skip munmap's TLB flush (the LUF pte_none hazard Dave Hansen raised).
     MunmapFlush,
+    /// Skip exit_mmap's TLB flushes: an exiting process's frames are freed while CPUs may
+    /// still translate to them (the LUF reviewers' exit case).
+    ExitFlush,
 }
 
 /// Test-only ways to break the batched unmap flush, to prove the checker catches it.
@@ -289,7 +292,7 @@ knob_table! {
         /// Break one MIGRC flush on purpose, to prove the invariant checker catches it.
         migrc_break: MigrcBreak = MigrcBreak::None,
             path: TIERLAB,
-            range: Range::OneOf(&["none", "alloc_flush", "upgrade_flush", "munmap_flush"]),
+            range: Range::OneOf(&["none", "alloc_flush", "upgrade_flush", "munmap_flush", "exit_flush"]),
             source: "tierlab tests (migrc.rs)";
         /// Break the batched unmap flush on purpose (either architecture).
         tlb_break: TlbBreak = TlbBreak::None,

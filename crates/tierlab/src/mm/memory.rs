@@ -4,7 +4,7 @@
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE};
 use crate::sim::AccessKind;
 use crate::stats::Vm;
 use crate::workload::prot;
@@ -168,17 +168,29 @@ impl Kernel {
                 self.swap_vma_readahead(m, c, mm, vma, vpn)?
             }
         };
+        // The PTE was the slot's only reference and nobody maps the folio: exclusive (the
+        // kernel keeps that in the swap PTE, pte_swp_exclusive, which fork clears in both).
+        let exclusive = self.swap.count(ty, offset) == 1 && self.frames.get(pfn).mapcount == 0;
+        let (own, root) = (self.mms[mm].anon_vma(), self.mms[mm].anon_vma_root());
         {
-            // folio_add_anon_rmap (a folio cluster readahead brought in had no owner yet)
             let page = self.frames.get_mut(pfn);
+            if page.mapcount == 0 {
+                // folio_add_new_anon_rmap → __folio_set_anon: a folio that is not exclusive
+                // goes to the oldest anon_vma of the family, which every sharer chains to.
+                page.owner = if exclusive { own } else { root };
+                page.index = vpn;
+            }
             page.flags |= pg::ANON;
+            if exclusive {
+                page.flags |= pg::ANON_EXCLUSIVE;
+            } else {
+                page.flags &= !pg::ANON_EXCLUSIVE;
+            }
             page.mapcount += 1;
-            page.owner = mm as u32;
-            page.index = vpn;
         }
         self.mms[mm].rss_anon += 1;
         let mut flags = pte::PRESENT | pte::YOUNG;
-        if vma.writable() {
+        if vma.writable() && exclusive {
             flags |= pte::WRITE;
             if store {
                 flags |= pte::DIRTY;
@@ -278,7 +290,9 @@ impl Kernel {
         let pfn = self
             .new_anon_folio(m, c, mm, vpn)
             .ok_or_else(|| self.oom_message())?;
-        self.frames.get_mut(pfn).mapcount = 1;
+        let page = self.frames.get_mut(pfn);
+        page.mapcount = 1;
+        page.flags |= pg::ANON_EXCLUSIVE;
         self.lru_add(pfn);
         self.mms[mm].rss_anon += 1;
         Ok(pfn)
@@ -289,9 +303,10 @@ impl Kernel {
     fn new_anon_folio(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32) -> Option<u32> {
         let node = m.cpus[c].node as usize;
         let pfn = self.alloc_page(m, c, node)?;
+        let anon_vma = self.mms[mm].anon_vma();
         let p = self.frames.get_mut(pfn);
         p.flags = (p.flags & pg::NEED_FLUSH) | pg::USED | pg::ANON | pg::SWAPBACKED;
-        p.owner = mm as u32;
+        p.owner = anon_vma;
         p.index = vpn;
         p.mapcount = 0;
         Some(pfn)
@@ -388,6 +403,11 @@ impl Kernel {
             self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
             return Ok(());
         }
+        let page = *self.frames.get(pfn);
+        if page.has(pg::ANON) && !page.has(pg::ANON_EXCLUSIVE) && !self.wp_can_reuse_anon_folio(pfn)
+        {
+            return self.wp_page_copy(m, c, mm, vpn, pfn);
+        }
         // wp_page_reuse (exclusive anon) or wp_page_shared (shared file mapping): upgrade in place;
         // x86 needs no flush to add permissions, but MIGRC must give up its deferrals first:
         // another CPU may still read the old copy of a page that is about to change.
@@ -398,6 +418,63 @@ impl Kernel {
         let page = self.frames.get_mut(pfn);
         if !page.has(pg::ANON) {
             page.flags |= pg::DIRTY;
+        }
+        Ok(())
+    }
+}
+
+impl Kernel {
+    /// wp_can_reuse_anon_folio: a shared-after-fork anon folio that only this PTE maps now
+    /// (the others wrote their own copies or exited) is reused, once out of the swap cache
+    /// (folio_free_swap, not while under writeback); it is exclusive again.
+    fn wp_can_reuse_anon_folio(&mut self, pfn: u32) -> bool {
+        if self.frames.get(pfn).mapcount != 1 {
+            return false;
+        }
+        if let Some(&(ty, offset)) = self.swap.folio_entry.get(&pfn) {
+            // folio_free_swap fails while another swap PTE holds the slot or I/O runs.
+            if self.swap.count(ty, offset) > 0 || self.swap.writeback.contains_key(&pfn) {
+                return false;
+            }
+            self.swap.delete_from_swap_cache(pfn);
+        }
+        self.frames.get_mut(pfn).flags |= pg::ANON_EXCLUSIVE;
+        true
+    }
+
+    /// wp_page_copy: a write to an anon page other mms still map. Copy it into a new
+    /// exclusive folio, replace the PTE and flush the old translation (ptep_clear_flush),
+    /// then drop this mapping of the old folio (folio_remove_rmap_pte).
+    fn wp_page_copy(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        old: u32,
+    ) -> Result<(), String> {
+        let new = self
+            .new_anon_folio(m, c, mm, vpn)
+            .ok_or_else(|| self.oom_message())?;
+        // copy_user_highpage: a 4 KiB copy at the machine's copy bandwidth on the node.
+        let n = m.node_of_pfn(new);
+        let gbps = self.cfg.migrate_copy_gbps(n, n, m.cost.migrate_copy_gbps);
+        m.charge_sys(c, m.ns_to_cycles(PAGE_SIZE as f64 / gbps));
+        let page = self.frames.get_mut(new);
+        page.mapcount = 1;
+        page.flags |= pg::ANON_EXCLUSIVE;
+        self.lru_add(new);
+        self.mms[mm].pgtable.set(
+            vpn,
+            pte::mk(new, pte::PRESENT | pte::WRITE | pte::YOUNG | pte::DIRTY),
+        );
+        self.flush_tlb_range(m, c, mm, vpn, vpn + 1);
+        let page = self.frames.get_mut(old);
+        page.mapcount -= 1;
+        if page.mapcount == 0 && !self.swap.folio_entry.contains_key(&old) {
+            // The last mapping went (a sharer exited meanwhile): the old folio is freed.
+            self.lru_del_and_uncharge(old);
+            self.free_frame(m, c, old);
         }
         Ok(())
     }

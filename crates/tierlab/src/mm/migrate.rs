@@ -171,7 +171,9 @@ impl Kernel {
             | pg::REFERENCED
             | pg::DIRTY
             | pg::WORKINGSET
-            | pg::EXEC;
+            | pg::EXEC
+            // The migration entry keeps PageAnonExclusive (SWP_MIGRATION_READ_EXCLUSIVE).
+            | pg::ANON_EXCLUSIVE;
         {
             let d = self.frames.get_mut(dst);
             d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);

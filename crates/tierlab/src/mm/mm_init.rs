@@ -135,7 +135,8 @@ impl Kernel {
         let mut k = Kernel {
             nodes,
             frames,
-            mms: (0..nproc).map(Mm::new).collect(),
+            mms: (0..nproc).map(|i| Mm::new(i, i)).collect(),
+            anon_vmas: crate::mm::rmap::AnonVmas::for_mms(nproc),
             files: files
                 .iter()
                 .map(|f| PageCacheFile::new(&f.name, f.pages, f.shmem))

@@ -99,6 +99,12 @@ pub struct Mm {
     /// mm->tlb_flush_pending as a span of cycles: from tlb_gather_mmu to tlb_finish_mmu of
     /// the last change_prot_numa, in the scanning CPU's clock.
     pub tlb_flush_pending: (u64, u64),
+    /// The anon_vmas this mm's VMAs are chained to (vma->anon_vma_chain, one chain for all
+    /// its VMAs): its ancestors' from fork (anon_vma_fork clones the parent's chain), then
+    /// its own, last, where its new anon folios go (vma->anon_vma).
+    pub anon_vma_chain: Vec<u32>,
+    /// exit_mmap has run: the mm is gone (its id is never reused, as x86's ctx_id is not).
+    pub dead: bool,
 }
 
 /// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
@@ -110,7 +116,8 @@ pub struct SwapRa {
 }
 
 impl Mm {
-    pub fn new(id: u32) -> Self {
+    /// A new, empty mm whose new anon folios go to `anon_vma`.
+    pub fn new(id: u32, anon_vma: u32) -> Self {
         Mm {
             id,
             vmas: Vec::new(),
@@ -125,7 +132,24 @@ impl Mm {
             numa: Default::default(),
             swap_ra: SwapRa::default(),
             tlb_flush_pending: (0, 0),
+            anon_vma_chain: vec![anon_vma],
+            dead: false,
         }
+    }
+
+    /// anon_vma->root: the oldest anon_vma of its fork family, which every member chains to.
+    #[inline]
+    pub fn anon_vma_root(&self) -> u32 {
+        self.anon_vma_chain[0]
+    }
+
+    /// vma->anon_vma: where this mm's new anon folios are filed for the rmap.
+    #[inline]
+    pub fn anon_vma(&self) -> u32 {
+        *self
+            .anon_vma_chain
+            .last()
+            .expect("an mm has its own anon_vma")
     }
 
     /// mm_tlb_flush_pending, seen by a CPU whose clock reads `t`.
@@ -195,7 +219,7 @@ mod tests {
 
     #[test]
     fn find_and_split_vmas() {
-        let mut mm = Mm::new(0);
+        let mut mm = Mm::new(0, 0);
         mm.insert_vma(vma(0x10000, 0x20000));
         mm.insert_vma(vma(0x40000, 0x50000));
         assert!(mm.find_vma(0x10000).is_some());

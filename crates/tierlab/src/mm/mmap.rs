@@ -4,6 +4,7 @@
 use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::mm_types::Vma;
+use crate::mm::mmu_gather::MmuGather;
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::sim::SimError;
@@ -123,41 +124,80 @@ impl Kernel {
                 Some(slot) if *slot != 0 => std::mem::replace(slot, 0),
                 _ => continue,
             };
-            if pte::is_swap(old) {
-                // zap_nonpresent_ptes → free_swap_and_cache
-                let (ty, offset) = pte::swap_entry(old);
-                self.free_swap_and_cache(m, c, ty, offset);
-                continue;
+            let (free, mapped) = self.zap_pte(m, c, mm, old);
+            was_mapped |= mapped;
+            to_free.extend(free);
+        }
+        (to_free, was_mapped)
+    }
+
+    /// zap_present_ptes / zap_nonpresent_ptes for one PTE `old` of `mm` just cleared: drop
+    /// its swap entry, or its mapping of a frame (rmap count, RSS, dirty bit). Returns the
+    /// anon frame whose last mapping it was (free it after the flush) and whether the PTE
+    /// was not a swap entry (so a TLB may hold it).
+    fn zap_pte(&mut self, m: &mut Machine, c: usize, mm: usize, old: u64) -> (Option<u32>, bool) {
+        if pte::is_swap(old) {
+            // zap_nonpresent_ptes → free_swap_and_cache
+            let (ty, offset) = pte::swap_entry(old);
+            self.free_swap_and_cache(m, c, ty, offset);
+            return (None, false);
+        }
+        if !pte::maps_frame(old) {
+            return (None, true);
+        }
+        let pfn = pte::pfn(old);
+        m.charge_sys(c, m.cost.pte_update_cycles as u64);
+        if pfn == self.zero_pfn {
+            return (None, true);
+        }
+        let page = self.frames.get_mut(pfn);
+        page.mapcount -= 1;
+        if page.has(pg::ANON) {
+            self.mms[mm].rss_anon -= 1;
+            if page.mapcount == 0 {
+                self.lru_del_and_uncharge(pfn);
+                return (Some(pfn), true);
             }
-            was_mapped = true;
-            if !pte::maps_frame(old) {
-                continue;
+        } else {
+            if old & pte::DIRTY != 0 {
+                page.flags |= pg::DIRTY;
             }
-            let pfn = pte::pfn(old);
-            m.charge_sys(c, m.cost.pte_update_cycles as u64);
-            if pfn == self.zero_pfn {
-                continue;
-            }
-            let page = self.frames.get_mut(pfn);
-            page.mapcount -= 1;
-            if page.has(pg::ANON) {
-                self.mms[mm].rss_anon -= 1;
-                if page.mapcount == 0 {
-                    self.lru_del_and_uncharge(pfn);
-                    to_free.push(pfn);
-                }
+            if page.has(pg::SWAPBACKED) {
+                self.mms[mm].rss_shmem -= 1;
             } else {
-                if old & pte::DIRTY != 0 {
-                    page.flags |= pg::DIRTY;
-                }
-                if page.has(pg::SWAPBACKED) {
-                    self.mms[mm].rss_shmem -= 1;
-                } else {
-                    self.mms[mm].rss_file -= 1;
+                self.mms[mm].rss_file -= 1;
+            }
+        }
+        (None, true)
+    }
+
+    /// exit_mmap, run by CPU `c` once the last user of `mm` has left it (exit, or exec's old
+    /// mm): unmap_vmas through a fullmm mmu_gather, whose pages are freed a full gather at a
+    /// time after a flush; then free_pgtables and tlb_finish_mmu, whose flush reaches lazy
+    /// CPUs too; then the VMAs and the anon_vma chain go (unlink_anon_vmas).
+    pub fn exit_mmap(&mut self, m: &mut Machine, c: usize, mm: usize) {
+        let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter().collect();
+        let mut tlb = MmuGather::fullmm(mm);
+        for (vpn, old) in ptes {
+            self.mms[mm].pgtable.set(vpn, 0);
+            if let (Some(pfn), _) = self.zap_pte(m, c, mm, old) {
+                if tlb.remove_page(pfn) {
+                    self.tlb_flush_mmu(m, c, &mut tlb, false);
                 }
             }
         }
-        (to_free, was_mapped)
+        self.tlb_flush_mmu(m, c, &mut tlb, true);
+        self.check_stale_after_unmap(m, mm, 0, u32::MAX);
+        let space = &mut self.mms[mm];
+        space.vmas = Vec::new();
+        space.pgtable = crate::mm::pgtable::PageTable::new();
+        space.dead = true;
+        let chain = std::mem::take(&mut space.anon_vma_chain);
+        self.anon_vmas.unlink(&chain, mm as u32);
+        self.mms[mm].anon_vma_chain = chain;
+        for f in &mut self.files {
+            f.mappers.retain(|&other| other != mm as u32);
+        }
     }
 
     /// mprotect: change VMA protection; removing permissions updates PTEs and flushes.

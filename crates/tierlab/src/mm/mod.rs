@@ -2,6 +2,7 @@
 
 pub mod alloc_pages;
 pub mod filemap;
+pub mod fork;
 pub mod lowmem_reserve;
 pub mod lru_gen;
 pub mod madvise;
@@ -12,6 +13,7 @@ pub mod migrc;
 pub mod mm_init;
 pub mod mm_types;
 pub mod mmap;
+pub mod mmu_gather;
 pub mod mmzone;
 pub mod numa_balancing;
 pub mod numa_placement;

@@ -203,7 +203,7 @@ impl Kernel {
         let writable = self.mms[mm]
             .find_vma((vpn as u64) << PAGE_SHIFT)
             .is_some_and(|v| v.writable())
-            && ((page.has(pg::ANON) && page.mapcount == 1) || page.is_shmem());
+            && (page.has(pg::ANON_EXCLUSIVE) || page.is_shmem());
         let slot = self.mms[mm].pgtable.entry(vpn);
         if *slot & pte::PROTNONE != 0 {
             *slot = (*slot & !pte::PROTNONE) | pte::PRESENT | pte::YOUNG;

@@ -39,6 +39,9 @@ pub mod pg {
     /// PG_swapbacked: backed by swap, not a file (anon, shmem, and swap-cache folios no one
     /// maps yet); such folios live on the anon LRU (folio_is_file_lru is its negation).
     pub const SWAPBACKED: u16 = 1 << 13;
+    /// PageAnonExclusive: only this mm maps the anon page, so a write may reuse it in place
+    /// (fork clears it in both, a COW reuse sets it again).
+    pub const ANON_EXCLUSIVE: u16 = 1 << 14;
 }
 
 /// One simulated frame. Budget: 32 bytes (checked by a test).
@@ -47,7 +50,7 @@ pub mod pg {
 pub struct Page {
     pub lru_next: u32,
     pub lru_prev: u32,
-    /// Reverse-map owner: the mm id for anon pages, the file id for page-cache pages.
+    /// Reverse-map owner: the anon_vma for anon pages, the file id for page-cache pages.
     pub owner: u32,
     /// Anon: virtual page number in `owner`; file: page offset in the file.
     pub index: u32,

@@ -19,6 +19,49 @@ pub struct TlbUbc {
     pub writable: bool,
 }
 
+/// Every struct anon_vma, by id: the mms chained to it (its anon_vma_chain entries), which
+/// rmap_walk_anon visits. An anon folio's `owner` names one; fork never moves a folio, so a
+/// folio is mapped at the same virtual page in each of them (anon folios do not move in this
+/// simulator's address spaces: no mremap).
+#[derive(Clone, Debug, Default)]
+pub struct AnonVmas {
+    pub members: Vec<Vec<u32>>,
+}
+
+impl AnonVmas {
+    /// One anon_vma per boot-time mm, mm i's being anon_vma i.
+    pub fn for_mms(nproc: u32) -> Self {
+        AnonVmas {
+            members: (0..nproc).map(|i| vec![i]).collect(),
+        }
+    }
+
+    /// anon_vma_alloc for `mm`'s own VMAs: a new anon_vma with `mm` in it.
+    pub fn alloc(&mut self, mm: u32) -> u32 {
+        self.members.push(vec![mm]);
+        (self.members.len() - 1) as u32
+    }
+
+    /// anon_vma_clone: `child` joins every anon_vma of `chain`.
+    pub fn clone_chain(&mut self, chain: &[u32], child: u32) {
+        for &av in chain {
+            self.members[av as usize].push(child);
+        }
+    }
+
+    /// unlink_anon_vmas: `mm` leaves every anon_vma of `chain`; an emptied one keeps its id
+    /// (swap-cache folios may still name it) and no memory.
+    pub fn unlink(&mut self, chain: &[u32], mm: u32) {
+        for &av in chain {
+            let m = &mut self.members[av as usize];
+            m.retain(|&x| x != mm);
+            if m.is_empty() {
+                *m = Vec::new();
+            }
+        }
+    }
+}
+
 impl Kernel {
     /// rmap_walk_anon / rmap_walk_file: the (mm, vpn) pairs whose PTE maps `pfn`.
     pub fn rmap_mappings(&self, pfn: u32) -> Vec<(u32, u32)> {
@@ -31,9 +74,14 @@ impl Kernel {
         let page = self.frames.get(pfn);
         let mut out = Vec::new();
         if page.has(pg::ANON) {
-            let (mm, vpn) = (page.owner, page.index);
-            if keep(self.mms[mm as usize].pgtable.get(vpn)) {
-                out.push((mm, vpn));
+            if page.owner == NIL {
+                return out;
+            }
+            let vpn = page.index;
+            for &mm in &self.anon_vmas.members[page.owner as usize] {
+                if keep(self.mms[mm as usize].pgtable.get(vpn)) {
+                    out.push((mm, vpn));
+                }
             }
             return out;
         }
@@ -104,7 +152,10 @@ impl Kernel {
         for (mm, vpn) in self.rmap_mappings(pfn) {
             let new = match swap {
                 Some((ty, offset)) => {
-                    self.swap.swap_duplicate(ty, offset);
+                    if !self.swap.swap_duplicate(ty, offset) {
+                        // try_to_unmap_one's walk_abort: the rest stays mapped.
+                        return false;
+                    }
                     pte::mk_swap(ty, offset)
                 }
                 None => 0,

@@ -191,7 +191,8 @@ impl Kernel {
             return AnonReclaim::Keep;
         }
         self.swap.add_to_swap_cache(pfn, ty, offset);
-        self.swap.swap_duplicate(ty, offset);
+        // The page cache's one reference to a fresh slot always fits.
+        let _ = self.swap.swap_duplicate(ty, offset);
         let file = &mut self.files[page.owner as usize];
         file.pages[page.index as usize] = NIL;
         file.nr_cached -= 1;

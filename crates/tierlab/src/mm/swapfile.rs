@@ -12,6 +12,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// bits of an arch-independent swp_entry_t (include/linux/swapops.h).
 pub const SWP_TYPE_SHIFT: u32 = 63 - 5;
 
+/// SWAP_MAP_MAX (include/linux/swap.h): the most references a swap_map byte counts.
+pub const SWAP_MAP_MAX: u8 = 0x3e;
+
 /// SWP_PFN_BITS = MAX_PHYSMEM_BITS − PAGE_SHIFT: the offset bits a PFN swap entry needs.
 pub fn swp_pfn_bits(cfg: &Config) -> u32 {
     arch::max_physmem_bits(cfg) - crate::mm::pgtable::PAGE_SHIFT
@@ -190,8 +193,14 @@ impl SwapAreas {
     }
 
     /// swap_duplicate: one more PTE holds the entry.
-    pub fn swap_duplicate(&mut self, ty: usize, offset: u32) {
-        self.devices[ty].swap_map[offset as usize] += 1;
+    pub fn swap_duplicate(&mut self, ty: usize, offset: u32) -> bool {
+        let count = &mut self.devices[ty].swap_map[offset as usize];
+        // SWAP_MAP_MAX: the kernel chains continuation pages beyond it; tierlab refuses.
+        if *count >= SWAP_MAP_MAX {
+            return false;
+        }
+        *count += 1;
+        true
     }
 
     /// swap_free / free_swap_and_cache: a PTE dropped the entry; the slot is freed with its

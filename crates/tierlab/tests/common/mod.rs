@@ -188,3 +188,57 @@ pub fn ptes(sim: &Sim, pages: u64) -> Vec<u64> {
         .map(|i| sim.k.mms[0].pgtable.get(((BASE / PAGE) + i) as u32))
         .collect()
 }
+
+/// A program that forks: its ops, and for each `Op::Fork` among them, in order, the child's
+/// program.
+pub struct Program {
+    pub ops: Vec<Op>,
+    pub children: std::collections::VecDeque<Program>,
+    next: usize,
+}
+
+impl Program {
+    pub fn new(ops: Vec<Op>, children: Vec<Program>) -> Program {
+        let forks = ops.iter().filter(|o| matches!(o, Op::Fork)).count();
+        assert_eq!(forks, children.len(), "one child program per fork");
+        Program {
+            ops,
+            children: children.into(),
+            next: 0,
+        }
+    }
+}
+
+impl tierlab::workload::ThreadStream for Program {
+    fn refill(&mut self, out: &mut Vec<Op>) {
+        let end = (self.next + 1024).min(self.ops.len());
+        out.extend_from_slice(&self.ops[self.next..end]);
+        self.next = end;
+    }
+
+    fn fork_child(&mut self) -> Option<Box<dyn tierlab::workload::ThreadStream>> {
+        let child = self.children.pop_front()?;
+        Some(Box::new(child))
+    }
+}
+
+/// One process of forking threads.
+pub fn forking_process(threads: Vec<(Placement, Program)>, files: Vec<FileSpec>) -> Workload {
+    Workload {
+        name: "test".into(),
+        work_unit: "ops".into(),
+        processes: 1,
+        files,
+        threads: threads
+            .into_iter()
+            .map(|(placement, program)| ThreadSpec {
+                process: 0,
+                placement,
+                stream: Box::new(program),
+            })
+            .collect(),
+        info: vec![],
+        phases: vec![],
+        regions: vec![],
+    }
+}
