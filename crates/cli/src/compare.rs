@@ -14,7 +14,7 @@ pub struct Variant {
 }
 
 /// The figures a comparison reports, in the order of the seeds' tables.
-pub const METRICS: [&str; 18] = [
+pub const METRICS: [&str; 21] = [
     "itlb.itlb_flush",
     "tlb_flush.dtlb_thread",
     "tlb_flush.stlb_any",
@@ -32,6 +32,9 @@ pub const METRICS: [&str; 18] = [
     "migrc_flush_ipis",
     "top-tier anon share (%)",
     "top-tier file share (%)",
+    "zone lock contention (%)",
+    "free_high",
+    "alloc_zone",
     "invariant violations",
 ];
 
@@ -58,8 +61,18 @@ pub fn metrics(r: &RunResult) -> Vec<f64> {
         r.vmstat.vm(Vm::MigrcFlushIpis) as f64,
         toptier_share(r, true),
         toptier_share(r, false),
+        lock_contention(r),
+        r.nodes.iter().map(|n| n.zone_lock.free_high).sum::<u64>() as f64,
+        r.nodes.iter().map(|n| n.zone_lock.alloc_zone).sum::<u64>() as f64,
         r.check.violations as f64,
     ]
+}
+
+/// Cycles spent waiting for a zone lock as a share of the CPUs' busy cycles, as perf's
+/// cycles% of the spinlock slow path counts them (seed 002's "lock contend%").
+pub fn lock_contention(r: &RunResult) -> f64 {
+    let wait: u64 = r.nodes.iter().map(|n| n.zone_lock.wait_cycles).sum();
+    100.0 * wait as f64 / r.cpu_time.cycles.max(1) as f64
 }
 
 /// A finished variant: its label and its result.

@@ -12,15 +12,26 @@ pub fn listing() -> String {
         .map(|r| r.name.len())
         .max()
         .unwrap_or(0);
-    REPRODUCTIONS
+    let mut out: String = REPRODUCTIONS
         .iter()
         .map(|r| format!("  {:<w$}  seed {}  {}\n", r.name, r.seed, r.what_it_runs))
-        .collect()
+        .collect();
+    for (name, members) in reproductions::GROUPS {
+        out += &format!("  {name:<w$}  runs {}\n", members.join(", "));
+    }
+    out
 }
 
 /// Run reproduction `name` with the user's `--set`s applied to every variant, and print the
 /// comparison table and the published figures beside the simulated ones.
 pub fn run(name: &str, sets: &[String]) -> Result<(), String> {
+    if let Some((_, members)) = reproductions::GROUPS.iter().find(|g| g.0 == name) {
+        for m in members.iter() {
+            run(m, sets)?;
+            println!();
+        }
+        return Ok(());
+    }
     let r = reproductions::lookup(name)?;
     let origin = format!("built-in {} scenario", r.scenario.trim_end_matches(".toml"));
     let mut variants = Vec::new();
@@ -79,9 +90,18 @@ pub fn run(name: &str, sets: &[String]) -> Result<(), String> {
     let values: Vec<&Figure> = r.figures.iter().filter(|f| !is_change(f)).collect();
     let columns = value_columns(r, &values);
     if !values.is_empty() {
-        println!(
-            "\nPublished beside simulated (DIRECTION: a variant not better than the one published before it; SIZE ×2: a value off by more than a factor of 2):\n"
-        );
+        let levels = values
+            .iter()
+            .any(|f| matches!(f.published, Published::Levels { .. }));
+        if levels {
+            println!(
+                "\nPublished beside simulated (DIRECTION: a column whose change from the first has the other sign than the published one, changes under 2 % counting as none; SIZE ×2: a value off by more than a factor of 2):\n"
+            );
+        } else {
+            println!(
+                "\nPublished beside simulated (DIRECTION: a variant not better than the one published before it; SIZE ×2: a value off by more than a factor of 2):\n"
+            );
+        }
         let (table, m) = values_table(r, &values, &columns, &runs, &sources);
         print!("{table}");
         marks += m;
@@ -154,6 +174,10 @@ fn simulated(m: Measure, runs: &Runs) -> Vec<Option<f64>> {
     let at = |name: &str| compare::METRICS.iter().position(|&n| n == name);
     match m {
         Measure::Metric(name) => cols.iter().map(|c| at(name).map(|i| c[i])).collect(),
+        Measure::PercentOfBaseline(name) => cols
+            .iter()
+            .map(|c| at(name).map(|i| 100.0 * c[i] / cols[0][i].max(f64::MIN_POSITIVE)))
+            .collect(),
         Measure::LossVsBaseline(name) => cols
             .iter()
             .map(|c| at(name).map(|i| 100.0 * (1.0 - c[i] / cols[0][i])))
@@ -236,7 +260,7 @@ fn value_columns(r: &Reproduction, figures: &[&Figure]) -> Vec<usize> {
     (0..r.variants.len())
         .filter(|&i| {
             figures.iter().any(|f| match f.published {
-                Published::Values { values, .. } => {
+                Published::Values { values, .. } | Published::Levels { values, .. } => {
                     values.iter().any(|(l, _)| *l == r.variants[i].label)
                 }
                 Published::Change { .. } => false,
@@ -273,12 +297,16 @@ fn values_table(
     s.push_str(&format!("{:>5}\n", "src"));
     let mut marks = 0;
     for f in figures {
-        let Published::Values {
-            values,
-            higher_is_better,
-        } = f.published
-        else {
-            continue;
+        let (values, higher_is_better, levels) = match f.published {
+            Published::Values {
+                values,
+                higher_is_better,
+            } => (values, higher_is_better, false),
+            Published::Levels {
+                values,
+                higher_is_better,
+            } => (values, higher_is_better, true),
+            Published::Change { .. } => continue,
         };
         let sim = simulated(f.measure, runs);
         let label_sim = |label: &str| {
@@ -289,8 +317,33 @@ fn values_table(
             .iter()
             .map(|&(l, p)| label_sim(l).map(|x| (p, x)))
             .collect();
+        let off = |p: f64, s: f64| !(0.5..=2.0).contains(&(s.max(0.1) / p.max(0.1)));
         let mark = match listed {
             None => "NO DATA",
+            Some(listed) if levels => {
+                // Each level's change from the baseline, as a sign (under 2 % of it: none).
+                let sign = |x: f64, base: f64| {
+                    if x.abs() <= 0.02 * base.abs() {
+                        0
+                    } else if x > 0.0 {
+                        1
+                    } else {
+                        -1
+                    }
+                };
+                let (p0, s0) = listed[0];
+                let turned = listed[1..].iter().any(|&(p, s)| {
+                    let want = sign(p - p0, p0);
+                    want != 0 && sign(s - s0, s0) != want
+                });
+                if turned {
+                    "DIRECTION"
+                } else if listed.iter().any(|&(p, s)| off(p, s)) {
+                    "SIZE ×2"
+                } else {
+                    ""
+                }
+            }
             Some(listed) => {
                 let better = listed.windows(2).all(|w| {
                     let (was, now) = (w[0].1, w[1].1);
@@ -300,7 +353,6 @@ fn values_table(
                         now < was
                     }
                 });
-                let off = |p: f64, s: f64| !(0.5..=2.0).contains(&(s.max(0.1) / p));
                 if !better {
                     "DIRECTION"
                 } else if listed.iter().any(|&(p, s)| off(p, s)) {
@@ -346,7 +398,9 @@ mod tests {
             };
             for f in r.figures {
                 match f.measure {
-                    Measure::Metric(m) | Measure::LossVsBaseline(m) => assert!(
+                    Measure::Metric(m)
+                    | Measure::LossVsBaseline(m)
+                    | Measure::PercentOfBaseline(m) => assert!(
                         compare::METRICS.contains(&m),
                         "{} {}: '{m}' is not a comparison metric",
                         r.name,

@@ -91,6 +91,8 @@ pub struct Kernel {
     pub mms: Vec<Mm>,
     /// Every anon_vma: the mms that may map its folios.
     pub anon_vmas: crate::mm::rmap::AnonVmas,
+    /// The workload's sockets.
+    pub sockets: crate::net::Sockets,
     pub files: Vec<PageCacheFile>,
     pub vm: VmCounters,
     pub tiers: MemoryTiers,

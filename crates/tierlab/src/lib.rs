@@ -35,6 +35,7 @@ pub mod cost;
 pub mod kernel;
 pub mod machine;
 pub mod mm;
+pub mod net;
 pub mod phases;
 pub mod policy;
 pub mod process;

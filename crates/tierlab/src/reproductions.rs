@@ -65,6 +65,9 @@ pub enum Measure {
     LossVsBaseline(&'static str),
     /// The time one run of the scripted phase of that name took, ms.
     PhaseMs(&'static str),
+    /// 100 × metric / the baseline's metric: a value relative to the first variant, as
+    /// seed 002's tables print them (base = 100).
+    PercentOfBaseline(&'static str),
     /// The share of CPU time spent flushing TLBs on arm64 (issuing TLBIs and waiting in
     /// DSB ISH: ptep_clear_flush's time when every unmap flushes at once), %.
     TlbFlushSharePct,
@@ -73,6 +76,13 @@ pub enum Measure {
 /// The published side of a figure.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub enum Published {
+    /// A value for each variant, the first the baseline, compared level by level: each
+    /// level's change from the baseline should have the published sign (changes under 2 %
+    /// of the baseline count as none) and its value be within 2× of the published one.
+    Levels {
+        values: &'static [(&'static str, f64)],
+        higher_is_better: bool,
+    },
     /// Values of the first variant (before) and the second (after); compared as a change in %,
     /// since the seed's machine and run length differ from the simulated ones.
     Change { before: f64, after: f64 },
@@ -85,7 +95,12 @@ pub enum Published {
 }
 
 /// Every reproduction, by name.
-pub const REPRODUCTIONS: &[Reproduction] = &[MIGRC, TPP, SWAP_BENCH, SWAP_YOUNG];
+pub const REPRODUCTIONS: &[Reproduction] =
+    &[MIGRC, TPP, SWAP_BENCH, SWAP_YOUNG, PCP_UNIX, PCP_SCTP];
+
+/// Reproductions run together under one name: `tierlab reproduce pcp` prints seed 002's
+/// tables.
+pub const GROUPS: &[(&str, &[&str])] = &[("pcp", &["pcp-unix", "pcp-sctp"])];
 
 /// The registered reproduction of that name.
 pub fn lookup(name: &str) -> Result<&'static Reproduction, String> {
@@ -504,6 +519,138 @@ const SWAP_YOUNG: Reproduction = Reproduction {
     ],
 };
 
+/// The levels of seed 002's tables, one run each.
+const PCP_LEVELS: &[Variant] = &[
+    Variant {
+        label: "base",
+        title: "base",
+        sets: &["vm.pcp_series=\"base\""],
+    },
+    Variant {
+        label: "patch1",
+        title: "patch1",
+        sets: &["vm.pcp_series=\"patch1\""],
+    },
+    Variant {
+        label: "patch3",
+        title: "patch3",
+        sets: &["vm.pcp_series=\"patch3\""],
+    },
+    Variant {
+        label: "patch5",
+        title: "patch5",
+        sets: &["vm.pcp_series=\"patch5\""],
+    },
+    Variant {
+        label: "patch7",
+        title: "patch7",
+        sets: &["vm.pcp_series=\"patch7\""],
+    },
+    Variant {
+        label: "patch9",
+        title: "patch9",
+        sets: &["vm.pcp_series=\"patch9\""],
+    },
+    Variant {
+        label: "patch10",
+        title: "patch10",
+        sets: &["vm.pcp_series=\"patch10\""],
+    },
+];
+
+const PCP_SRC: &str = "seed 002 v2 cover letter, mm: PCP high auto-tuning (message-id 20230926060911.266511-1-ying.huang@intel.com)";
+
+/// A row of a seed 002 table: one value per level, compared level by level.
+const fn pcp_row(
+    metric: &'static str,
+    measure: Measure,
+    values: &'static [(&'static str, f64)],
+    higher_is_better: bool,
+) -> Figure {
+    Figure {
+        metric,
+        prose: metric,
+        measure,
+        published: Published::Levels {
+            values,
+            higher_is_better,
+        },
+        source: PCP_SRC,
+    }
+}
+
+pub const PCP_UNIX: Reproduction = Reproduction {
+    name: "pcp-unix",
+    seed: "002",
+    title: "seed 002 (PCP high auto-tuning): lmbench3 UNIX (AF_UNIX) bandwidth, 16 pairs on 128 CPUs, at each level of the series",
+    what_it_runs: "16 AF_UNIX writer/reader pairs, 64 KiB writes, at base and patch levels 1, 3, 5, 7, 9, 10",
+    scenario: "pcp_unix.toml",
+    scenario_toml: include_str!("../../../scenarios/pcp_unix.toml"),
+    variants: PCP_LEVELS,
+    figures: &[
+        pcp_row(
+            "score (% of base)",
+            Measure::PercentOfBaseline("work per second"),
+            &[("base", 100.0), ("patch1", 117.1), ("patch3", 201.6), ("patch5", 201.9), ("patch7", 194.2), ("patch9", 193.1), ("patch10", 196.8)],
+            true,
+        ),
+        pcp_row(
+            "lock contend (%)",
+            Measure::Metric("zone lock contention (%)"),
+            &[("base", 50.0), ("patch1", 45.8), ("patch3", 21.2), ("patch5", 20.9), ("patch7", 19.3), ("patch9", 19.2), ("patch10", 21.0)],
+            false,
+        ),
+        pcp_row(
+            "free_high (% of base)",
+            Measure::PercentOfBaseline("free_high"),
+            &[("base", 100.0), ("patch1", 72.6), ("patch3", 7.4), ("patch5", 7.5), ("patch7", 7.3), ("patch9", 7.2), ("patch10", 7.4)],
+            false,
+        ),
+        pcp_row(
+            "alloc_zone (% of base)",
+            Measure::PercentOfBaseline("alloc_zone"),
+            &[("base", 100.0), ("patch1", 108.9), ("patch3", 111.5), ("patch5", 112.7), ("patch7", 111.5), ("patch9", 110.4), ("patch10", 111.2)],
+            false,
+        ),
+    ],
+};
+
+pub const PCP_SCTP: Reproduction = Reproduction {
+    name: "pcp-sctp",
+    seed: "002",
+    title: "seed 002 (PCP high auto-tuning): netperf SCTP_STREAM_MANY, 64 pairs on 128 CPUs, at each level of the series",
+    what_it_runs: "64 sender/receiver pairs of 10 KiB linear messages, at base and patch levels 1, 3, 5, 7, 9, 10",
+    scenario: "pcp_sctp.toml",
+    scenario_toml: include_str!("../../../scenarios/pcp_sctp.toml"),
+    variants: PCP_LEVELS,
+    figures: &[
+        pcp_row(
+            "score (% of base)",
+            Measure::PercentOfBaseline("work per second"),
+            &[("base", 100.0), ("patch1", 99.7), ("patch3", 105.5), ("patch5", 106.9), ("patch7", 103.5), ("patch9", 103.7), ("patch10", 106.9)],
+            true,
+        ),
+        pcp_row(
+            "lock contend (%)",
+            Measure::Metric("zone lock contention (%)"),
+            &[("base", 2.0), ("patch1", 2.0), ("patch3", 1.2), ("patch5", 1.2), ("patch7", 1.8), ("patch9", 1.8), ("patch10", 1.2)],
+            false,
+        ),
+        pcp_row(
+            "free_high (% of base)",
+            Measure::PercentOfBaseline("free_high"),
+            &[("base", 100.0), ("patch1", 99.7), ("patch3", 13.2), ("patch5", 13.4), ("patch7", 6.8), ("patch9", 6.6), ("patch10", 13.5)],
+            false,
+        ),
+        pcp_row(
+            "alloc_zone (% of base)",
+            Measure::PercentOfBaseline("alloc_zone"),
+            &[("base", 100.0), ("patch1", 99.7), ("patch3", 105.4), ("patch5", 106.9), ("patch7", 90.8), ("patch9", 89.8), ("patch10", 106.9)],
+            false,
+        ),
+    ],
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -525,7 +672,7 @@ mod tests {
                     Published::Change { .. } => {
                         assert_eq!(r.variants.len(), 2, "{}: a change needs two runs", r.name)
                     }
-                    Published::Values { values, .. } => {
+                    Published::Values { values, .. } | Published::Levels { values, .. } => {
                         assert!(!values.is_empty(), "{} {}: no values", r.name, f.metric);
                         for (label, _) in values {
                             assert!(

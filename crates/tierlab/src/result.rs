@@ -101,6 +101,10 @@ pub struct ZoneLockResult {
     pub hold_cycles: u64,
     /// Wait cycles as a share of all CPUs' cycles.
     pub contention_percent: f64,
+    /// Frees that drained a per-CPU list for high-order freeing (seed 002's free_high).
+    pub free_high: u64,
+    /// Pages taken from buddy rather than a per-CPU list (seed 002's alloc_zone).
+    pub alloc_zone: u64,
 }
 
 /// One NUMA node at the end of the run.
@@ -446,6 +450,8 @@ fn nodes(sim: &Sim) -> Vec<NodeResult> {
                     hold_cycles: z.lock.hold_cycles,
                     contention_percent: 100.0 * z.lock.wait_cycles as f64
                         / (total as f64 * hw.cpus.len() as f64),
+                    free_high: z.free_high,
+                    alloc_zone: z.alloc_zone,
                 },
                 kswapd_failures: node.kswapd_failures,
                 toptier: k.tiers.node_is_toptier(n),

@@ -16,6 +16,8 @@ pub enum ThreadState {
     Joining,
     /// In wait(2) until a child process exits.
     Waiting,
+    /// Asleep in send or recv until the other side of its socket makes progress.
+    SockWait,
     Exited,
 }
 

@@ -554,6 +554,24 @@ impl Sim {
                         return;
                     }
                 }
+                Op::Send { sock, bytes, kind } => {
+                    match self.k.sock_send(&mut self.hw, c, tid, sock, bytes, kind) {
+                        Ok(crate::net::SockOp::Done) => {}
+                        Ok(crate::net::SockOp::Sleep) => {
+                            self.sock_sleep(c, tid, pos - 1, buf, start_clock, start_sys, accesses);
+                            return;
+                        }
+                        Err(e) => self.fatal = Some(SimError(format!("thread {tid}: {e}"))),
+                    }
+                }
+                Op::Recv { sock, bytes } => {
+                    if self.k.sock_recv(&mut self.hw, c, tid, sock, bytes)
+                        == crate::net::SockOp::Sleep
+                    {
+                        self.sock_sleep(c, tid, pos - 1, buf, start_clock, start_sys, accesses);
+                        return;
+                    }
+                }
                 Op::Exit => {
                     self.k.sched.threads[tid].pos = pos;
                     self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
@@ -581,6 +599,25 @@ impl Sim {
             }
         }
         self.k.maybe_preempt(&mut self.hw, c);
+    }
+
+    /// Thread `tid` sleeps on its socket: the op at `pos` runs again when it is woken.
+    #[allow(clippy::too_many_arguments)]
+    fn sock_sleep(
+        &mut self,
+        c: usize,
+        tid: usize,
+        pos: usize,
+        buf: Vec<Op>,
+        start_clock: u64,
+        start_sys: u64,
+        accesses: u64,
+    ) {
+        self.k.sched.threads[tid].pos = pos;
+        self.k.sched.threads[tid].buf = buf;
+        self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+        self.k.sched.threads[tid].state = ThreadState::SockWait;
+        self.k.pick_next(&mut self.hw, c);
     }
 
     fn finish_quantum(&mut self, c: usize, start_clock: u64, start_sys: u64, acc: u64, tid: usize) {

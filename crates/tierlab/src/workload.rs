@@ -27,6 +27,17 @@ pub enum Backing {
     File { file: u32, pgoff: u64 },
 }
 
+/// How a socket lays out the data it carries in pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockKind {
+    /// AF_UNIX stream (net/unix/af_unix.c unix_stream_sendmsg): skbs of a small linear
+    /// head and page fragments of order up to 3 (alloc_skb_with_frags).
+    UnixStream,
+    /// One linear buffer per message (SCTP's chunks, net/sctp/sm_make_chunk.c
+    /// _sctp_make_chunk → alloc_skb): above 8 KiB kmalloc hands it to the page allocator.
+    Linear,
+}
+
 /// Markers a workload uses to report its own metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mark {
@@ -97,6 +108,20 @@ pub enum Op {
     /// wait(2): reap a child process that has exited, sleeping until one does; returns at
     /// once if there is no child.
     Wait,
+    /// send(2) of `bytes` on socket `sock` (a workload-wide id): the kernel allocates the
+    /// buffer pages on this CPU as a socket of `kind` does, and the thread sleeps while the
+    /// socket's send buffer is full.
+    Send {
+        sock: u32,
+        bytes: u32,
+        kind: SockKind,
+    },
+    /// recv(2) of `bytes` from socket `sock`: sleeps until that much has been sent, then
+    /// frees the buffer pages on this CPU.
+    Recv {
+        sock: u32,
+        bytes: u32,
+    },
     /// The thread ends (also implied when the stream runs dry); with the process's last
     /// thread the process exits and its memory is freed.
     Exit,

@@ -6,6 +6,7 @@ use tierlab::Config;
 
 pub mod cache;
 pub mod scripted;
+pub mod socket_pairs;
 pub mod xsbench;
 
 /// Build the workload a scenario's `[workload]` table describes.
@@ -30,9 +31,12 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
             cfg.machine.cpus,
             cfg.machine.cpu_ghz,
         ),
+        "socket_pairs" => socket_pairs::build(&cfg.workload, origin, cfg.machine.cpus),
         other => Err(bad(
             "type",
-            format!("unknown workload '{other}' (available: xsbench, scripted, cache)"),
+            format!(
+                "unknown workload '{other}' (available: xsbench, scripted, cache, socket_pairs)"
+            ),
         )),
     }
 }

@@ -40,6 +40,19 @@ knob_table! {
             path: "/proc/sys/vm/percpu_pagelist_high_fraction",
             range: Range::ZeroOr(8, INT_MAX),
             source: "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler: 0 or >= MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)";
+        /// How much of Huang Ying's "mm: PCP high auto-tuning" series (seed 002, v2,
+        /// <20230926060911.266511-1-ying.huang@intel.com>) the page allocator has: `base` (6.6),
+        /// then the levels the seed's tables report, each with the patches before it: `patch1`
+        /// (drain only on a second consecutive high-order free), `patch3` (with patch 2: keep a
+        /// batch when the CPU's data cache holds it), `patch5` (with 4: the batch scale cap, and
+        /// allocation batches that scale), `patch7` (with 6: high auto-tuned between high_min and
+        /// high_max, decayed by vmstat), `patch9` (with 8: high shrinks below the high watermark;
+        /// 9: decay by the list's minimum), `patch10` (consecutive-free count), and `merged`, what
+        /// Linux 6.7 took (v3: v2 without patch 9), the default.
+        pcp_series: PcpSeries = PcpSeries::Merged,
+            path: TIERLAB,
+            range: Range::OneOf(&["base", "patch1", "patch3", "patch5", "patch7", "patch9", "patch10", "merged"]),
+            source: "seed 002 (v2 cover letter); merged as commits ca71fe1ad922..6ccdcb6d3a74 in 6.7";
         /// log2 of the pages swap readahead reads at most (swap_vma_readahead's window).
         page_cluster: u32 = 3,
             path: "/proc/sys/vm/page-cluster",
@@ -219,7 +232,65 @@ pub enum CheckLevel {
     Strict,
 }
 
-enum_knob_value!(CheckLevel, MigrcBreak, TlbBreak);
+/// A level of the PCP high auto-tuning series (seed 002), ordered as the patches apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PcpSeries {
+    Base,
+    Patch1,
+    Patch3,
+    Patch5,
+    Patch7,
+    Patch9,
+    Patch10,
+    #[default]
+    Merged,
+}
+
+impl PcpSeries {
+    /// Every level, in order.
+    pub const ALL: [PcpSeries; 8] = [
+        PcpSeries::Base,
+        PcpSeries::Patch1,
+        PcpSeries::Patch3,
+        PcpSeries::Patch5,
+        PcpSeries::Patch7,
+        PcpSeries::Patch9,
+        PcpSeries::Patch10,
+        PcpSeries::Merged,
+    ];
+
+    /// Whether patch `n` of v2 (1..=10) is applied (`merged` has all but 9).
+    pub fn has(self, n: u32) -> bool {
+        let last = match self {
+            PcpSeries::Base => 0,
+            PcpSeries::Patch1 => 1,
+            PcpSeries::Patch3 => 3,
+            PcpSeries::Patch5 => 5,
+            PcpSeries::Patch7 => 7,
+            PcpSeries::Patch9 => 9,
+            PcpSeries::Patch10 => 10,
+            PcpSeries::Merged => return n != 9,
+        };
+        n <= last
+    }
+
+    /// The name the knob takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PcpSeries::Base => "base",
+            PcpSeries::Patch1 => "patch1",
+            PcpSeries::Patch3 => "patch3",
+            PcpSeries::Patch5 => "patch5",
+            PcpSeries::Patch7 => "patch7",
+            PcpSeries::Patch9 => "patch9",
+            PcpSeries::Patch10 => "patch10",
+            PcpSeries::Merged => "merged",
+        }
+    }
+}
+
+enum_knob_value!(CheckLevel, MigrcBreak, TlbBreak, PcpSeries);
 
 knob_table! {
     /// `[sim]`: the simulation engine.

@@ -71,6 +71,13 @@ knob_table! {
             path: TIERLAB,
             range: Range::Int(1, 256),
             source: "tierlab: CpuMask holds 256 CPUs (mm/mm_types.rs)";
+        /// The data cache one CPU can count on, KiB: its share of every data or unified cache
+        /// level (cacheinfo's size_data in seed 002's patch 2, v2). 0: unknown (no cacheinfo),
+        /// so the allocator keeps no batch for it (PCPF_FREE_HIGH_BATCH stays clear).
+        data_cache_per_cpu_kib: u64 = 0,
+            path: "/sys/devices/system/cpu/cpu*/cache/index*/size, shared_cpu_map",
+            range: Range::Int(0, 1 << 30),
+            source: "drivers/base/cacheinfo.c (seed 002 patch 2)";
         /// Memory-level parallelism: how many misses overlap on average (latency is divided by it).
         mlp: f64 = 4.0,
             path: TIERLAB, range: Range::at_least(1.0), source: "tierlab";

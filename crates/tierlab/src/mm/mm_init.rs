@@ -64,6 +64,20 @@ impl Kernel {
             m.cpus,
             cfg.vm.percpu_pagelist_high_fraction,
         );
+        // The series level; before patch 6/7 high is fixed at zone_highsize (high_min), and
+        // patch 3's cacheinfo flag comes from the CPU's data cache (patch 2).
+        let level = cfg.vm.pcp_series;
+        let cache_pages = cfg.machine.data_cache_per_cpu_kib / 4;
+        for pcp in zones.iter_mut().flat_map(|z| z.pcp.iter_mut()) {
+            pcp.level = level;
+            if !level.has(7) {
+                pcp.high_max = pcp.high_min;
+                pcp.high = pcp.high_min;
+            }
+            if cache_pages > 0 {
+                pcp.set_cacheinfo(cache_pages);
+            }
+        }
 
         // The zero page is reserved at boot, outside every LRU.
         let zero_pfn = {
@@ -99,6 +113,9 @@ impl Kernel {
                 let high = node.boot_pcp_high.get(cpu).copied().unwrap_or(0);
                 zone.fill_pcp(&mut frames, cpu, count, high);
             }
+            // Boot's allocations were made before the workload's time 0: they hold no lock
+            // in its timeline.
+            zone.lock = Default::default();
         }
         let nnodes = m.nodes.len();
         let mut nodes = Vec::new();
@@ -137,6 +154,7 @@ impl Kernel {
             frames,
             mms: (0..nproc).map(|i| Mm::new(i, i)).collect(),
             anon_vmas: crate::mm::rmap::AnonVmas::for_mms(nproc),
+            sockets: Default::default(),
             files: files
                 .iter()
                 .map(|f| PageCacheFile::new(&f.name, f.pages, f.shmem))

@@ -22,6 +22,7 @@ pub mod numa_scan_trace;
 pub mod page;
 pub mod page_alloc;
 pub mod page_io;
+pub mod pcp;
 pub mod pgtable;
 pub mod rmap;
 pub mod shmem;

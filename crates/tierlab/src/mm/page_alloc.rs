@@ -1,6 +1,7 @@
-//! The page allocator of one zone per node: buddy free lists, per-CPU pagesets (order 0 only),
-//! watermarks and the zone lock as a timed resource (Linux mm/page_alloc.c, v6.7+ pcp logic;
-//! mm/page_alloc.c, include/linux/mmzone.h).
+//! The page allocator of one zone per node: buddy free lists, per-CPU pagesets (orders up to
+//! PAGE_ALLOC_COSTLY_ORDER, their rules in pcp.rs at each level of seed 002's series),
+//! watermarks and the zone lock as a timed resource (Linux mm/page_alloc.c,
+//! include/linux/mmzone.h).
 //!
 //! One migratetype, no fallback stealing, no compaction, no guard pages, no page shuffling.
 //! Buddy alignment is relative to the zone's first frame (`pfn - start_pfn`), so a node whose
@@ -8,17 +9,13 @@
 
 use crate::cost::CostTable;
 use crate::mm::page::{pg, FrameTable, ListHead, NIL};
+use crate::mm::pcp::{kclamp, BOOT_PAGESET_BATCH, BOOT_PAGESET_HIGH, NR_PCP_LISTS};
+pub use crate::mm::pcp::{PerCpuPages, PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX};
 
 pub const MAX_PAGE_ORDER: usize = 10;
 pub const NR_PAGE_ORDERS: usize = MAX_PAGE_ORDER + 1;
-/// CONFIG_PCP_BATCH_SCALE_MAX (default 5).
-pub const PCP_BATCH_SCALE_MAX: u32 = 5;
 /// MIN_PERCPU_PAGELIST_HIGH_FRACTION: the fraction that bounds auto-tuned pcp->high_max.
 pub const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u32 = 8;
-/// BOOT_PAGESET_HIGH / BOOT_PAGESET_BATCH: a pageset before zone_set_pageset_high_and_batch
-/// (effectively disabled: every free goes straight back to buddy, every alloc refills one page).
-const BOOT_PAGESET_HIGH: u32 = 0;
-const BOOT_PAGESET_BATCH: u32 = 1;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Watermarks {
@@ -26,12 +23,6 @@ pub struct Watermarks {
     pub low: u64,
     pub high: u64,
     pub promo: u64,
-}
-
-/// Kernel clamp(): min(max(v, lo), hi) (hi wins when lo > hi, unlike `Ord::clamp`, which panics).
-#[inline]
-fn kclamp(v: i64, lo: i64, hi: i64) -> i64 {
-    v.max(lo).min(hi)
 }
 
 /// int_sqrt(): floor of the square root.
@@ -87,22 +78,48 @@ pub fn zone_highsize(
     high.min(i32::MAX as u64) as u32
 }
 
-/// zone->lock as a timed resource in the machine-wide cycle clock: a CPU that wants it at `now`
-/// waits until the previous holder releases it. Records what lock contention reports need.
+/// zone->lock as a timed resource in the machine-wide cycle clock. The CPUs' clocks run up
+/// to a quantum apart and are simulated one at a time, so requests do not arrive in time
+/// order: the lock keeps a calendar of its holds, and a request at `now` takes the first gap
+/// from `now` on long enough for its hold (a spinning CPU gets the lock when the holders
+/// before it in time are done). Records what lock contention reports need.
 #[derive(Clone, Debug, Default)]
 pub struct ZoneLock {
-    free_at: u64,
+    /// Holds, start → end, non-overlapping; those long past are pruned.
+    busy: std::collections::BTreeMap<u64, u64>,
     pub acquisitions: u64,
     pub contended: u64,
     pub wait_cycles: u64,
     pub hold_cycles: u64,
 }
 
+/// Holds that ended this many cycles before a request are forgotten when the calendar grows
+/// past `LOCK_CALENDAR_MAX` (no CPU lags that far behind another).
+const LOCK_CALENDAR_HORIZON: u64 = 1 << 26;
+const LOCK_CALENDAR_MAX: usize = 4096;
+
 impl ZoneLock {
-    /// spin_lock(&zone->lock) … spin_unlock(): returns the wait; the caller is charged wait+hold.
+    /// spin_lock(&zone->lock) … spin_unlock() at `now` for `hold` cycles: returns the wait;
+    /// the caller is charged wait + hold.
     pub fn acquire(&mut self, now: u64, hold: u64) -> u64 {
-        let wait = self.free_at.saturating_sub(now);
-        self.free_at = now + wait + hold;
+        let mut start = now;
+        if let Some((_, &end)) = self.busy.range(..=start).next_back() {
+            start = start.max(end);
+        }
+        for (&b, &e) in self.busy.range(start..) {
+            if b >= start + hold {
+                break;
+            }
+            start = start.max(e);
+        }
+        if hold > 0 {
+            self.busy.insert(start, start + hold);
+        }
+        if self.busy.len() > LOCK_CALENDAR_MAX {
+            let horizon = now.saturating_sub(LOCK_CALENDAR_HORIZON);
+            self.busy.retain(|_, &mut e| e >= horizon);
+        }
+        let wait = start - now;
         self.acquisitions += 1;
         if wait > 0 {
             self.contended += 1;
@@ -112,121 +129,9 @@ impl ZoneLock {
         wait
     }
 
-    /// The cycle at which the current holder releases the lock.
+    /// The cycle at which the latest hold ends.
     pub fn free_at(&self) -> u64 {
-        self.free_at
-    }
-}
-
-/// struct per_cpu_pages (order-0 list only).
-#[derive(Clone, Debug)]
-pub struct PerCpuPages {
-    pub count: u32,
-    pub high: u32,
-    pub high_min: u32,
-    pub high_max: u32,
-    pub batch: u32,
-    /// pcp->alloc_factor: refill batch = batch << alloc_factor (≤ PCP_BATCH_SCALE_MAX).
-    pub alloc_factor: u8,
-    /// pcp->free_count: consecutive frees (capped at batch << PCP_BATCH_SCALE_MAX).
-    pub free_count: u32,
-    /// pcp->expire (CONFIG_NUMA): vmstat updates left before a remote pageset is drained.
-    pub expire: u8,
-    /// This CPU changed the zone's counters since its last vmstat update (a nonzero
-    /// vm_stat_diff): an allocation or a free of the zone's pages on it.
-    pub stat_diff: bool,
-    pub list: ListHead,
-}
-
-impl Default for PerCpuPages {
-    /// per_cpu_pages_init(): the boot pageset (high 0, batch 1) with an empty list.
-    /// (Written by hand: `ListHead::default()` is head = tail = 0, not an empty list.)
-    fn default() -> Self {
-        PerCpuPages {
-            count: 0,
-            high: BOOT_PAGESET_HIGH,
-            high_min: BOOT_PAGESET_HIGH,
-            high_max: BOOT_PAGESET_HIGH,
-            batch: BOOT_PAGESET_BATCH,
-            alloc_factor: 0,
-            free_count: 0,
-            expire: 0,
-            stat_diff: false,
-            list: ListHead::new(),
-        }
-    }
-}
-
-impl PerCpuPages {
-    /// nr_pcp_alloc() for order 0.
-    fn nr_pcp_alloc(&mut self, below_high: bool) -> u32 {
-        let base_batch = self.batch as i64;
-        let high_min = self.high_min as i64;
-        let high_max = self.high_max as i64;
-        let mut high = kclamp(self.high as i64, high_min, high_max);
-        self.high = high as u32;
-        // PCP disabled or boot pageset
-        if high < base_batch {
-            return 1;
-        }
-        let mut batch = base_batch << self.alloc_factor;
-        // Grow pcp->high while the zone is above its high watermark (auto-tuning only).
-        if high_min != high_max && !below_high {
-            high = (high + batch).min(high_max);
-            self.high = high as u32;
-        }
-        let max_nr_alloc = (high - self.count as i64 - base_batch).max(base_batch);
-        if batch <= max_nr_alloc && (self.alloc_factor as u32) < PCP_BATCH_SCALE_MAX {
-            self.alloc_factor += 1;
-        }
-        batch = batch.min(max_nr_alloc);
-        // order 0: batch >> 0 = batch, and "max(batch, 2)" only applies when batch > 1
-        batch.max(1) as u32
-    }
-
-    /// nr_pcp_high() for order 0 (free_high, the high-order burst case, never applies).
-    fn nr_pcp_high(&mut self, reclaim_active: bool, below_high: bool) -> u32 {
-        let batch = self.batch as i64;
-        let high_min = self.high_min as i64;
-        let high_max = self.high_max as i64;
-        let mut high = kclamp(self.high as i64, high_min, high_max);
-        self.high = high as u32;
-        if high == 0 {
-            return 0;
-        }
-        // Reclaim active: limit what may sit on the pcp lists.
-        if reclaim_active {
-            let free_count = (self.free_count as i64).max(batch);
-            self.high = (high - free_count).max(high_min) as u32;
-            return (batch << 2).min(self.high as i64) as u32;
-        }
-        if high_min == high_max {
-            return high as u32;
-        }
-        if below_high {
-            let free_count = (self.free_count as i64).max(batch);
-            self.high = (high - free_count).max(high_min) as u32;
-            high = (self.count as i64).max(high_min);
-        } else if self.count as i64 >= high {
-            // pcp->high should be large enough to hold a batch of freed pages
-            let need_high = self.free_count as i64 + batch;
-            if (self.high as i64) < need_high {
-                self.high = kclamp(need_high, high_min, high_max) as u32;
-            }
-        }
-        high as u32
-    }
-
-    /// nr_pcp_free() for order 0 (no free_high).
-    fn nr_pcp_free(&self, high: u32) -> u32 {
-        let batch = self.batch as i64;
-        let high = high as i64;
-        // PCP disabled or boot pageset
-        if high < batch {
-            return 1;
-        }
-        // Leave at least batch pages; free more after a run of consecutive frees.
-        kclamp(self.free_count as i64, batch, high - batch) as u32
+        self.busy.values().copied().max().unwrap_or(0)
     }
 }
 
@@ -249,6 +154,12 @@ pub struct Zone {
     /// Counters the caller exports as pgalloc_normal / pgfree.
     pub pgalloc: u64,
     pub pgfree: u64,
+    /// Frees that drained a pageset for high-order freeing (free_unref_page_commit with
+    /// free_high): seed 002's "free_high".
+    pub free_high: u64,
+    /// Pages taken from buddy rather than a pageset (rmqueue_bulk's refills and
+    /// rmqueue_buddy): seed 002's "alloc_zone", "the number of pages allocated from zone".
+    pub alloc_zone: u64,
     /// Spanned pages: frames [start_pfn, start_pfn + spanned_pages) belong to the zone.
     spanned_pages: u64,
 }
@@ -276,6 +187,8 @@ impl Zone {
             reclaim_active: false,
             pgalloc: 0,
             pgfree: 0,
+            free_high: 0,
+            alloc_zone: 0,
             spanned_pages: pages,
         };
         for pfn in start_pfn..start_pfn + pages as u32 {
@@ -408,62 +321,85 @@ impl Zone {
         cost.zone_lock_base_cycles as u64 + cost.zone_lock_per_page_cycles as u64 * pages
     }
 
-    /// rmqueue_bulk(): move up to `count` order-0 pages from buddy to the tail of `cpu`'s
-    /// pageset list. Returns the number moved (the caller times the lock).
-    fn rmqueue_bulk(&mut self, frames: &mut FrameTable, cpu: usize, count: u32) -> u32 {
-        let mut list = self.pcp[cpu].list;
+    /// rmqueue_bulk(): move up to `count` blocks of `order` from buddy to the tail of `cpu`'s
+    /// list of that order. Returns the blocks moved (the caller times the lock).
+    fn rmqueue_bulk(
+        &mut self,
+        frames: &mut FrameTable,
+        cpu: usize,
+        order: usize,
+        count: u32,
+    ) -> u32 {
+        let mut list = self.pcp[cpu].lists[order];
         let mut alloced = 0;
         while alloced < count {
-            let Some(pfn) = self.rmqueue_smallest(frames, 0) else {
+            let Some(pfn) = self.rmqueue_smallest(frames, order) else {
                 break;
             };
-            frames.get_mut(pfn).flags |= pg::PCP;
+            let p = frames.get_mut(pfn);
+            p.flags |= pg::PCP;
+            p.order = order as u8;
             frames.list_add_tail(&mut list, pfn);
             alloced += 1;
         }
-        self.pcp[cpu].list = list;
+        self.pcp[cpu].lists[order] = list;
+        self.alloc_zone += (alloced as u64) << order;
         alloced
     }
 
-    /// free_pcppages_bulk(): under zone->lock, return up to `count` pages from the tail of
-    /// `cpu`'s pageset to buddy. Returns the cycles to charge (wait + hold).
+    /// free_pcppages_bulk(): under zone->lock, return at least `count` pages (whole blocks)
+    /// of `cpu`'s lists to buddy, oldest first, list by list in round-robin order from the
+    /// list of `order`, each emptied before the next. Returns the cycles to charge.
     fn free_pcppages_bulk(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
         count: u32,
+        order: usize,
         now: u64,
         cost: &CostTable,
     ) -> u64 {
-        let count = count.min(self.pcp[cpu].count);
+        let mut count = count.min(self.pcp[cpu].count) as i64;
         if count == 0 {
             return 0;
         }
-        let hold = Self::lock_hold(cost, count as u64);
-        let wait = self.lock.acquire(now, hold);
-        let mut list = self.pcp[cpu].list;
-        for _ in 0..count {
-            let pfn = frames
-                .list_pop_tail(&mut list)
-                .expect("pcp count and list length disagree");
-            frames.get_mut(pfn).flags &= !pg::PCP;
-            self.free_one_page(frames, pfn, 0, false);
+        let mut freed = 0u64;
+        let mut pindex = order + NR_PCP_LISTS - 1;
+        while count > 0 {
+            loop {
+                pindex = (pindex + 1) % NR_PCP_LISTS;
+                if !self.pcp[cpu].lists[pindex].is_empty() {
+                    break;
+                }
+            }
+            let mut list = self.pcp[cpu].lists[pindex];
+            while count > 0 {
+                let Some(pfn) = frames.list_pop_tail(&mut list) else {
+                    break;
+                };
+                frames.get_mut(pfn).flags &= !pg::PCP;
+                self.free_one_page(frames, pfn, pindex, false);
+                count -= 1 << pindex;
+                self.pcp[cpu].count -= 1 << pindex;
+                freed += 1 << pindex;
+            }
+            self.pcp[cpu].lists[pindex] = list;
         }
-        let pcp = &mut self.pcp[cpu];
-        pcp.list = list;
-        pcp.count -= count;
+        let hold = Self::lock_hold(cost, freed);
+        let wait = self.lock.acquire(now, hold);
         wait + hold
     }
 
     /// rmqueue() → rmqueue_pcplist() / __rmqueue_pcplist(), behind get_page_from_freelist()'s
-    /// watermark checks. Order-0 allocation for `cpu` at time `now`; `mark` is the watermark
-    /// the caller checks against. Returns the pfn (BUDDY/PCP cleared, lru links NIL) and the
-    /// cycles to charge (pcp_alloc_cycles, plus lock wait + hold when the pageset was refilled).
-    /// A refusal costs 0 cycles.
+    /// watermark checks. An allocation of `order` (at most PAGE_ALLOC_COSTLY_ORDER) for `cpu`
+    /// at time `now`; `mark` is the watermark the caller checks against. Returns the pfn
+    /// (BUDDY/PCP cleared, lru links NIL) and the cycles to charge (pcp_alloc_cycles, plus
+    /// lock wait + hold when the list was refilled). A refusal costs 0 cycles.
     pub fn rmqueue(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
+        order: usize,
         now: u64,
         cost: &CostTable,
         mark: u64,
@@ -472,41 +408,45 @@ impl Zone {
         if !self.below_high && !self.watermark_ok(self.wmark.high) {
             self.below_high = true;
         }
-        if !self.watermark_ok(mark) {
+        if !self.watermark_ok(mark + (1 << order) - 1) {
             return (None, 0);
         }
         let mut cycles = cost.pcp_alloc_cycles as u64;
-        self.pcp[cpu].free_count >>= 1;
+        self.pcp[cpu].on_alloc();
         self.pcp[cpu].stat_diff = true;
-        if self.pcp[cpu].list.is_empty() {
-            let below_high = self.below_high;
-            let batch = self.pcp[cpu].nr_pcp_alloc(below_high);
-            let alloced = self.rmqueue_bulk(frames, cpu, batch);
-            let hold = Self::lock_hold(cost, alloced as u64);
+        if self.pcp[cpu].lists[order].is_empty() {
+            let (below_high, reclaim_active) = (self.below_high, self.reclaim_active);
+            let batch = self.pcp[cpu].nr_pcp_alloc(order, below_high, reclaim_active);
+            let alloced = self.rmqueue_bulk(frames, cpu, order, batch);
+            let hold = Self::lock_hold(cost, (alloced as u64) << order);
             let wait = self.lock.acquire(now, hold);
             cycles += wait + hold;
-            self.pcp[cpu].count += alloced;
+            self.pcp[cpu].count += alloced << order;
         }
         let pcp = &mut self.pcp[cpu];
-        let Some(pfn) = frames.list_pop_head(&mut pcp.list) else {
+        let Some(pfn) = frames.list_pop_head(&mut pcp.lists[order]) else {
             return (None, cycles);
         };
-        pcp.count -= 1;
+        pcp.count -= 1 << order;
+        pcp.after_take();
         let p = frames.get_mut(pfn);
         p.flags &= !(pg::PCP | pg::BUDDY);
-        p.order = 0;
-        self.pgalloc += 1;
+        p.order = order as u8;
+        self.pgalloc += 1 << order;
         (Some(pfn), cycles)
     }
 
-    /// free_unref_page() → free_unref_page_commit(): free an order-0 page to `cpu`'s pageset,
-    /// spilling nr_pcp_free() pages to buddy (free_pcppages_bulk under the lock) when the
-    /// pageset reaches nr_pcp_high(). Returns cycles to charge.
+    /// free_unref_page() → free_unref_page_commit(): free a block of `order` (at most
+    /// PAGE_ALLOC_COSTLY_ORDER) to `cpu`'s pageset, draining nr_pcp_free() pages to buddy
+    /// (free_pcppages_bulk under the lock) when the pageset reaches nr_pcp_high(). Returns
+    /// cycles to charge.
+    #[allow(clippy::too_many_arguments)]
     pub fn free_unref_page(
         &mut self,
         frames: &mut FrameTable,
         cpu: usize,
         pfn: u32,
+        order: usize,
         now: u64,
         cost: &CostTable,
     ) -> u64 {
@@ -515,26 +455,24 @@ impl Zone {
             !frames.get(pfn).has(pg::BUDDY | pg::PCP),
             "double free of pfn {pfn}"
         );
-        self.pgfree += 1;
+        self.pgfree += 1 << order;
         let (reclaim_active, below_high) = (self.reclaim_active, self.below_high);
         let pcp = &mut self.pcp[cpu];
-        pcp.alloc_factor >>= 1;
         pcp.stat_diff = true;
-        frames.list_add(&mut pcp.list, pfn);
+        frames.list_add(&mut pcp.lists[order], pfn);
         {
             let p = frames.get_mut(pfn);
             p.flags |= pg::PCP;
-            p.order = 0;
+            p.order = order as u8;
         }
-        pcp.count += 1;
-        if pcp.free_count < pcp.batch << PCP_BATCH_SCALE_MAX {
-            pcp.free_count += 1;
-        }
-        let high = pcp.nr_pcp_high(reclaim_active, below_high);
+        pcp.count += 1 << order;
+        let free_high = pcp.commit_free(order);
+        let high = pcp.nr_pcp_high(reclaim_active, below_high, free_high);
         let mut cycles = cost.pcp_free_cycles as u64;
         if pcp.count >= high {
-            let to_free = pcp.nr_pcp_free(high);
-            cycles += self.free_pcppages_bulk(frames, cpu, to_free, now, cost);
+            let to_free = pcp.nr_pcp_free(high, free_high);
+            self.free_high += free_high as u64;
+            cycles += self.free_pcppages_bulk(frames, cpu, to_free, order, now, cost);
             if self.below_high && self.watermark_ok(self.wmark.high) {
                 self.below_high = false;
             }
@@ -593,7 +531,7 @@ impl Zone {
             }
             let chunk = pcp.batch.max(1) << PCP_BATCH_SCALE_MAX;
             let to_drain = pcp.count.min(chunk);
-            cycles += self.free_pcppages_bulk(frames, cpu, to_drain, now + cycles, cost);
+            cycles += self.free_pcppages_bulk(frames, cpu, to_drain, 0, now + cycles, cost);
         }
         cycles
     }
@@ -602,17 +540,18 @@ impl Zone {
     /// `count` pages from buddy onto its list and `high` (clamped as nr_pcp_alloc clamps it).
     /// Returns the pages moved.
     pub fn fill_pcp(&mut self, frames: &mut FrameTable, cpu: usize, count: u32, high: u32) -> u32 {
-        let moved = self.rmqueue_bulk(frames, cpu, count);
+        let moved = self.rmqueue_bulk(frames, cpu, 0, count);
+        self.alloc_zone -= moved as u64;
         let pcp = &mut self.pcp[cpu];
         pcp.count += moved;
         pcp.high = kclamp(high as i64, pcp.high_min as i64, pcp.high_max as i64) as u32;
         moved
     }
 
-    /// decay_pcp_high(), from the vmstat update of `cpu`: lower pcp->high by an eighth towards
-    /// high_min (never below count − batch << PCP_BATCH_SCALE_MAX) and free what lies above
-    /// it, holding the zone lock at `now`. (Its "more to do" result re-arms the worker, which
-    /// tierlab runs every second anyway.)
+    /// decay_pcp_high(), from the vmstat update of `cpu` (pcp.rs: by how much at each
+    /// level; nothing before patch 7): free what lies above the lowered high, holding the
+    /// zone lock at `now`. (Its "more to do" result re-arms the worker, which tierlab runs
+    /// every second anyway.)
     pub fn decay_pcp_high(
         &mut self,
         frames: &mut FrameTable,
@@ -620,17 +559,11 @@ impl Zone {
         now: u64,
         cost: &CostTable,
     ) {
-        let pcp = &mut self.pcp[cpu];
-        let (high_min, batch) = (pcp.high_min as i64, pcp.batch as i64);
-        if pcp.high as i64 > high_min {
-            let high = pcp.high as i64;
-            let floor = pcp.count as i64 - (batch << PCP_BATCH_SCALE_MAX);
-            pcp.high = floor.max(high - (high >> 3)).max(high_min) as u32;
-        }
-        let to_drain = pcp.count as i64 - pcp.high as i64;
+        let to_drain = self.pcp[cpu].decay_pcp_high();
         if to_drain > 0 {
-            self.free_pcppages_bulk(frames, cpu, to_drain as u32, now, cost);
+            self.free_pcppages_bulk(frames, cpu, to_drain as u32, 0, now, cost);
         }
+        self.pcp[cpu].after_decay();
     }
 
     /// drain_zone_pages(): a remote pageset that expired frees up to a batch, holding the
@@ -643,7 +576,7 @@ impl Zone {
         cost: &CostTable,
     ) {
         let to_drain = self.pcp[cpu].count.min(self.pcp[cpu].batch);
-        self.free_pcppages_bulk(frames, cpu, to_drain, now, cost);
+        self.free_pcppages_bulk(frames, cpu, to_drain, 0, now, cost);
     }
 
     /// Sum of the pageset counts of all CPUs.
@@ -776,9 +709,9 @@ mod tests {
         assert_eq!(flagged, heads, "only block heads carry PG_buddy");
         let mut pcp_total = 0u64;
         for pcp in &z.pcp {
-            let v: Vec<u32> = frames.list_iter(&pcp.list).collect();
+            let v: Vec<u32> = frames.list_iter(&pcp.lists[0]).collect();
             assert_eq!(v.len() as u32, pcp.count);
-            assert_eq!(pcp.list.len, pcp.count);
+            assert_eq!(pcp.lists[0].len, pcp.count);
             for &pfn in &v {
                 let p = frames.get(pfn);
                 assert!(p.has(pg::PCP) && !p.has(pg::BUDDY));
@@ -1111,7 +1044,7 @@ mod tests {
         let z = &mut zones[0];
         assert_eq!((z.pcp[0].batch, z.pcp[0].high), (63, 252));
         let c = cost();
-        let (p, cyc) = z.rmqueue(&mut frames, 0, 1_000, &c, z.wmark.low);
+        let (p, cyc) = z.rmqueue(&mut frames, 0, 0, 1_000, &c, z.wmark.low);
         let p = p.unwrap();
         // nr_pcp_alloc: batch = 63 << 0; max_nr = max(252 - 0 - 63, 63) = 189 → 63
         // cost = pcp 60 + hold (200 + 40*63 = 2720), no wait
@@ -1128,7 +1061,7 @@ mod tests {
         check(z, &frames);
         // 62 more come from the pageset: 60 cycles each, no lock
         for i in 0..62 {
-            let (q, cyc) = z.rmqueue(&mut frames, 0, 10_000 + i, &c, z.wmark.low);
+            let (q, cyc) = z.rmqueue(&mut frames, 0, 0, 10_000 + i, &c, z.wmark.low);
             assert!(q.is_some());
             assert_eq!(cyc, 60);
         }
@@ -1136,7 +1069,7 @@ mod tests {
         assert_eq!(z.pcp[0].count, 0);
         assert_eq!(z.pgalloc, 63);
         // next refill is doubled: batch = 63 << 1 = 126 ≤ max_nr 189 → 126 pages, factor 2
-        let (_, cyc) = z.rmqueue(&mut frames, 0, 100_000, &c, z.wmark.low);
+        let (_, cyc) = z.rmqueue(&mut frames, 0, 0, 100_000, &c, z.wmark.low);
         assert_eq!(cyc, 60 + 200 + 40 * 126);
         assert_eq!(z.lock.acquisitions, 2);
         assert_eq!(z.pcp[0].count, 125);
@@ -1154,7 +1087,7 @@ mod tests {
         let z = &mut zones[0];
         assert_eq!((z.pcp[0].high_min, z.pcp[0].high_max), (643, 16384));
         let c = cost();
-        z.rmqueue(&mut frames, 0, 0, &c, 0);
+        z.rmqueue(&mut frames, 0, 0, 0, &c, 0);
         // not below high: high = min(643 + 63, 16384) = 706
         assert_eq!(z.pcp[0].high, 706);
         assert!(!z.below_high);
@@ -1181,7 +1114,7 @@ mod tests {
         let c = cost();
         let t0 = 10_000_000;
         for (i, &pfn) in pages.iter().enumerate() {
-            let cyc = z.free_unref_page(&mut frames, 0, pfn, t0 + i as u64 * 100_000, &c);
+            let cyc = z.free_unref_page(&mut frames, 0, pfn, 0, t0 + i as u64 * 100_000, &c);
             if i + 1 == 252 {
                 // count reaches 252 ≥ high → nr_pcp_free = clamp(free_count 252, 63, 252-63)
                 // = 189 pages; cost 60 + (200 + 40*189 = 7760)
@@ -1213,7 +1146,7 @@ mod tests {
             z.reclaim_active = reclaim;
             let pages = take(z, &mut frames, 252);
             for (i, &pfn) in pages.iter().enumerate() {
-                z.free_unref_page(&mut frames, 1, pfn, 1_000_000 + i as u64, &c);
+                z.free_unref_page(&mut frames, 1, pfn, 0, 1_000_000 + i as u64, &c);
             }
             if reclaim {
                 // nr_pcp_high returns min(63 << 2, high) = 252 → spill clamp(252, 63, 189) = 189
@@ -1239,7 +1172,7 @@ mod tests {
         z.pcp[0].high_max = 10_000;
         let pages = take(z, &mut frames, 3000);
         for &pfn in &pages {
-            z.free_unref_page(&mut frames, 0, pfn, 0, &c);
+            z.free_unref_page(&mut frames, 0, pfn, 0, 0, &c);
         }
         assert_eq!(z.pcp[0].count, 3000);
         let acq = z.lock.acquisitions;
@@ -1268,13 +1201,17 @@ mod tests {
             (3, 1, 30, 90)
         );
         assert_eq!(l.free_at(), 210);
+        // A request from a CPU behind in time takes the gap before later holds.
+        assert_eq!(l.acquire(185, 10), 0); // 185..195 is free
+                                           // 195..200 is too short for a hold of 10: it waits for 210.
+        assert_eq!(l.acquire(186, 10), 24);
 
         // through the allocator: two CPUs refill at the same instant
         let (mut frames, mut zones) = gib_zone(2, 1024);
         let z = &mut zones[0];
         let c = cost();
-        let (_, a) = z.rmqueue(&mut frames, 0, 5_000, &c, 0);
-        let (_, b) = z.rmqueue(&mut frames, 1, 5_000, &c, 0);
+        let (_, a) = z.rmqueue(&mut frames, 0, 0, 5_000, &c, 0);
+        let (_, b) = z.rmqueue(&mut frames, 1, 0, 5_000, &c, 0);
         let hold = 200 + 40 * 63; // 2720
         assert_eq!(a, 60 + hold);
         assert_eq!(b, 60 + hold + hold); // waits the whole first hold
@@ -1283,8 +1220,8 @@ mod tests {
         // CPU 1 a bit later: waits only the remainder
         let (mut frames, mut zones) = gib_zone(2, 1024);
         let z = &mut zones[0];
-        z.rmqueue(&mut frames, 0, 5_000, &c, 0);
-        let (_, b) = z.rmqueue(&mut frames, 1, 5_000 + 1_000, &c, 0);
+        z.rmqueue(&mut frames, 0, 0, 5_000, &c, 0);
+        let (_, b) = z.rmqueue(&mut frames, 1, 0, 5_000 + 1_000, &c, 0);
         assert_eq!(b, 60 + (hold - 1_000) + hold);
     }
 
@@ -1303,12 +1240,12 @@ mod tests {
         let c = cost();
         assert!(z.watermark_ok(63) && !z.watermark_ok(64));
         // nr_free 64 ≤ mark 64 → refused, nothing moves, no cost
-        assert_eq!(z.rmqueue(&mut frames, 0, 0, &c, 64), (None, 0));
+        assert_eq!(z.rmqueue(&mut frames, 0, 0, 0, &c, 64), (None, 0));
         assert_eq!(z.nr_free, 64);
         assert_eq!(z.lock.acquisitions, 0);
         assert!(!z.below_high);
         // mark 63: allowed
-        assert!(z.rmqueue(&mut frames, 0, 0, &c, 63).0.is_some());
+        assert!(z.rmqueue(&mut frames, 0, 0, 0, &c, 63).0.is_some());
         // drain nr_free down to exactly the high mark via buddy allocations
         let _ = z.drain_pages(&mut frames, 0, 0, &c);
         let mut held = vec![];
@@ -1317,14 +1254,14 @@ mod tests {
         }
         assert!(!z.below_high);
         // nr_free 30 ≤ high 30 → ZONE_BELOW_HIGH, but 30 > min 10 → page granted
-        assert!(z.rmqueue(&mut frames, 0, 0, &c, z.wmark.min).0.is_some());
+        assert!(z.rmqueue(&mut frames, 0, 0, 0, &c, z.wmark.min).0.is_some());
         assert!(z.below_high);
         let _ = z.drain_pages(&mut frames, 0, 0, &c);
         // at exactly nr_free == min the allocation is refused
         while z.nr_free > 10 {
             held.push(z.alloc_pages_buddy(&mut frames, 0, 0, &c).0.unwrap());
         }
-        assert_eq!(z.rmqueue(&mut frames, 0, 0, &c, z.wmark.min).0, None);
+        assert_eq!(z.rmqueue(&mut frames, 0, 0, 0, &c, z.wmark.min).0, None);
         check(z, &frames);
     }
 
@@ -1339,11 +1276,11 @@ mod tests {
         z.below_high = true;
         // nr_free 261844 > high 1548, so the first spill (the 256th free) clears the flag
         for (i, &pfn) in pages.iter().enumerate().take(255) {
-            z.free_unref_page(&mut frames, 0, pfn, i as u64, &c);
+            z.free_unref_page(&mut frames, 0, pfn, 0, i as u64, &c);
         }
         assert!(z.below_high);
         assert_eq!(z.pcp[0].count, 255);
-        z.free_unref_page(&mut frames, 0, pages[255], 1_000, &c);
+        z.free_unref_page(&mut frames, 0, pages[255], 0, 1_000, &c);
         // spilled nr_pcp_free = clamp(free_count 256, batch 63, 256 - 63 = 193) = 193
         assert_eq!(z.pcp[0].count, 256 - 193);
         assert!(!z.below_high);
@@ -1380,7 +1317,7 @@ mod tests {
             // bias towards allocation in the first half, towards freeing in the second
             let alloc_pct = if step < 50_000 { 90 } else { 40 };
             if r < alloc_pct || allocated.is_empty() {
-                match z.rmqueue(&mut frames, cpu, now, &c, z.wmark.min) {
+                match z.rmqueue(&mut frames, cpu, 0, now, &c, z.wmark.min) {
                     (Some(pfn), _) => {
                         assert!(z.contains(pfn));
                         frames.get_mut(pfn).flags |= pg::USED;
@@ -1392,7 +1329,7 @@ mod tests {
                 let i = rnd() as usize % allocated.len();
                 let pfn = allocated.swap_remove(i);
                 frames.get_mut(pfn).flags &= !pg::USED;
-                z.free_unref_page(&mut frames, cpu, pfn, now, &c);
+                z.free_unref_page(&mut frames, cpu, pfn, 0, now, &c);
             } else {
                 z.drain_pages(&mut frames, cpu, now, &c);
                 z.reclaim_active = !z.reclaim_active;
@@ -1416,7 +1353,7 @@ mod tests {
         // give everything back: the zone must re-form its 32 max-order blocks
         for pfn in allocated.drain(..) {
             frames.get_mut(pfn).flags &= !pg::USED;
-            z.free_unref_page(&mut frames, 0, pfn, now, &c);
+            z.free_unref_page(&mut frames, 0, pfn, 0, now, &c);
         }
         for cpu in 0..4 {
             z.drain_pages(&mut frames, cpu, now, &c);
@@ -1434,8 +1371,8 @@ mod tests {
         let (mut frames, mut zones) = gib_zone(1, 0);
         let z = &mut zones[0];
         let c = cost();
-        let pfn = z.rmqueue(&mut frames, 0, 0, &c, 0).0.unwrap();
-        z.free_unref_page(&mut frames, 0, pfn, 0, &c);
-        z.free_unref_page(&mut frames, 0, pfn, 0, &c);
+        let pfn = z.rmqueue(&mut frames, 0, 0, 0, &c, 0).0.unwrap();
+        z.free_unref_page(&mut frames, 0, pfn, 0, 0, &c);
+        z.free_unref_page(&mut frames, 0, pfn, 0, 0, &c);
     }
 }
