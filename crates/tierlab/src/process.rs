@@ -54,7 +54,7 @@ impl Kernel {
             ));
         }
         m.charge_sys(c, (m.cost.syscall_cycles + m.cost.exec_cycles) as u64);
-        let new = self.mm_alloc();
+        let new = self.mm_alloc(m, c)?;
         self.sched.threads[tid].mm = new as u32;
         self.mms[old].nr_threads -= 1;
         self.mms[new].nr_threads += 1;

@@ -95,12 +95,13 @@ pub enum Published {
 }
 
 /// Every reproduction, by name.
-pub const REPRODUCTIONS: &[Reproduction] =
-    &[MIGRC, TPP, SWAP_BENCH, SWAP_YOUNG, PCP_UNIX, PCP_SCTP];
+pub const REPRODUCTIONS: &[Reproduction] = &[
+    MIGRC, TPP, SWAP_BENCH, SWAP_YOUNG, PCP_KBUILD, PCP_SCTP, PCP_UNIX,
+];
 
 /// Reproductions run together under one name: `tierlab reproduce pcp` prints seed 002's
 /// tables.
-pub const GROUPS: &[(&str, &[&str])] = &[("pcp", &["pcp-unix", "pcp-sctp"])];
+pub const GROUPS: &[(&str, &[&str])] = &[("pcp", &["pcp-kbuild", "pcp-sctp", "pcp-unix"])];
 
 /// The registered reproduction of that name.
 pub fn lookup(name: &str) -> Result<&'static Reproduction, String> {
@@ -578,6 +579,42 @@ const fn pcp_row(
         source: PCP_SRC,
     }
 }
+
+pub const PCP_KBUILD: Reproduction = Reproduction {
+    name: "pcp-kbuild",
+    seed: "002",
+    title: "seed 002 (PCP high auto-tuning): kbuild, 8 × make -j28 on 224 CPUs, at each level of the series",
+    what_it_runs: "8 kernel builds of make -j28 (fork, exec, fault in, exit), at base and patch levels 1, 3, 5, 7, 9, 10",
+    scenario: "pcp_kbuild.toml",
+    scenario_toml: include_str!("../../../scenarios/pcp_kbuild.toml"),
+    variants: PCP_LEVELS,
+    figures: &[
+        pcp_row(
+            "build time (% of base)",
+            Measure::PercentOfBaseline("runtime (s)"),
+            &[("base", 100.0), ("patch1", 99.2), ("patch3", 99.2), ("patch5", 98.4), ("patch7", 94.9), ("patch9", 94.9), ("patch10", 94.9)],
+            false,
+        ),
+        pcp_row(
+            "lock contend (%)",
+            Measure::Metric("zone lock contention (%)"),
+            &[("base", 13.5), ("patch1", 10.6), ("patch3", 11.7), ("patch5", 10.0), ("patch7", 0.7), ("patch9", 0.6), ("patch10", 0.9)],
+            false,
+        ),
+        pcp_row(
+            "free_high (% of base)",
+            Measure::PercentOfBaseline("free_high"),
+            &[("base", 100.0), ("patch1", 19.2), ("patch3", 7.1), ("patch5", 8.2), ("patch7", 3.0), ("patch9", 2.7), ("patch10", 8.8)],
+            false,
+        ),
+        pcp_row(
+            "alloc_zone (% of base)",
+            Measure::PercentOfBaseline("alloc_zone"),
+            &[("base", 100.0), ("patch1", 95.6), ("patch3", 95.6), ("patch5", 97.1), ("patch7", 19.0), ("patch9", 15.0), ("patch10", 18.6)],
+            false,
+        ),
+    ],
+};
 
 pub const PCP_UNIX: Reproduction = Reproduction {
     name: "pcp-unix",

@@ -94,6 +94,8 @@ pub struct RunQueue {
     pub queue: VecDeque<u32>,
     /// When the current thread's slice ends.
     pub slice_end: u64,
+    /// rq->idle_stamp: when the CPU last went idle.
+    pub idle_stamp: u64,
 }
 
 impl RunQueue {
@@ -117,6 +119,7 @@ impl Scheduler {
             current: NIL,
             queue: VecDeque::new(),
             slice_end: 0,
+            idle_stamp: 0,
         };
         Scheduler {
             threads: Vec::new(),
@@ -140,15 +143,23 @@ impl Kernel {
         self.enqueue(m, c, tid);
     }
 
-    /// The CPU with the fewest threads, the lowest-numbered among equals (find_idlest_cpu,
-    /// by run-queue length).
+    /// The CPU with the fewest threads (find_idlest_cpu, by run-queue length); among idle
+    /// ones the most recently idled, whose cache may still be warm
+    /// (sched_balance_find_dst_group_cpu's latest_idle_timestamp), then the lowest-numbered.
     pub(crate) fn idlest_cpu(&self) -> usize {
         let load = |i: usize| {
             let rq = &self.sched.rq[i];
             rq.queue.len() + (rq.current != NIL) as usize
         };
         (0..self.sched.rq.len())
-            .min_by_key(|&i| (load(i), i))
+            .min_by_key(|&i| {
+                let idle_stamp = if load(i) == 0 {
+                    self.sched.rq[i].idle_stamp
+                } else {
+                    0
+                };
+                (load(i), std::cmp::Reverse(idle_stamp), i)
+            })
             .unwrap_or(0)
     }
 
@@ -176,6 +187,7 @@ impl Kernel {
             m.charge_sys(c, m.cost.context_switch_cycles as u64);
             self.start_thread(m, c, next);
         } else {
+            self.sched.rq[c].idle_stamp = m.cpus[c].clock;
             self.enter_lazy_tlb(c);
         }
     }

@@ -106,8 +106,8 @@ fn exit_frees_the_child_and_the_parent_reuses_its_pages_without_copying() {
     let allocated = sim.k.vm.get(Vm::PgAllocNormal);
     assert_eq!(
         allocated,
-        PAGES + 16,
-        "64 first touches and the child's 16 copies"
+        PAGES + 16 + 2,
+        "64 first touches, the child's 16 copies and its order-1 PGD"
     );
     assert!(sim.k.mms[1].dead);
     assert_eq!(sim.k.mms[1].rss_anon, 0);

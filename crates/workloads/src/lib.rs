@@ -5,6 +5,7 @@ use tierlab::workload::Workload;
 use tierlab::Config;
 
 pub mod cache;
+pub mod kbuild;
 pub mod scripted;
 pub mod socket_pairs;
 pub mod xsbench;
@@ -32,10 +33,16 @@ pub fn build(cfg: &Config, origin: &str) -> Result<Workload, ConfigError> {
             cfg.machine.cpu_ghz,
         ),
         "socket_pairs" => socket_pairs::build(&cfg.workload, origin, cfg.machine.cpus),
+        "kbuild" => kbuild::build(
+            &cfg.workload,
+            origin,
+            cfg.machine.cpus,
+            cfg.machine.cpu_ghz,
+        ),
         other => Err(bad(
             "type",
             format!(
-                "unknown workload '{other}' (available: xsbench, scripted, cache, socket_pairs)"
+                "unknown workload '{other}' (available: xsbench, scripted, cache, socket_pairs, kbuild)"
             ),
         )),
     }

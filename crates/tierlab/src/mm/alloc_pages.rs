@@ -219,7 +219,7 @@ impl Kernel {
                 self.check_migrc_flush(m, c, p);
                 self.check_frame_reuse(m, p, c);
                 let page = self.frames.get_mut(p);
-                page.flags = (page.flags & pg::NEED_FLUSH) | pg::USED;
+                page.flags = (page.flags & pg::NEED_FLUSH) | pg::USED | pg::RESERVED;
             }
             self.frames.get_mut(pfn).order = order as u8;
             return Some(pfn);

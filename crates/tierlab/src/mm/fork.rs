@@ -13,21 +13,37 @@ use crate::workload::Backing;
 impl Kernel {
     /// mm_alloc: a new, empty address space with an anon_vma of its own (a new fork family,
     /// as exec starts one). Returns its id; ids are never reused.
-    pub(crate) fn mm_alloc(&mut self) -> usize {
-        self.mm_new(Vec::new())
+    pub(crate) fn mm_alloc(&mut self, m: &mut Machine, c: usize) -> Result<usize, String> {
+        self.mm_new(m, c, Vec::new())
     }
 
-    /// A new mm chained to the anon_vmas of `chain` (a fork's parent's), plus its own.
-    fn mm_new(&mut self, mut chain: Vec<u32>) -> usize {
+    /// A new mm chained to the anon_vmas of `chain` (a fork's parent's), plus its own, with
+    /// its PGD from the page allocator (mm_alloc_pgd → pgd_alloc).
+    fn mm_new(&mut self, m: &mut Machine, c: usize, mut chain: Vec<u32>) -> Result<usize, String> {
+        let order = self.pgd_order();
+        let pgd = self
+            .alloc_pages_kernel(m, c, order)
+            .ok_or_else(|| format!("{} (for a page table)", self.oom_message()))?;
         let id = self.mms.len() as u32;
         self.anon_vmas.clone_chain(&chain, id);
         let own = self.anon_vmas.alloc(id);
         chain.push(own);
         let mut mm = Mm::new(id, own);
         mm.anon_vma_chain = chain;
+        mm.pgd = Some(pgd);
         self.mms.push(mm);
         self.sched.barrier_waiting.push(Vec::new());
-        id as usize
+        Ok(id as usize)
+    }
+
+    /// The PGD's order: two pages on x86 with page-table isolation, which Debian's kernels
+    /// build in (PGD_ALLOCATION_ORDER, arch/x86/include/asm/pgalloc.h; the order-1 free at
+    /// exit that seed 002's patch 1 is about); one page on arm64 with 4 KiB pages.
+    pub(crate) fn pgd_order(&self) -> usize {
+        match self.cfg.machine.arch {
+            crate::config::Arch::X86 => 1,
+            crate::config::Arch::Arm64 => 0,
+        }
     }
 
     /// dup_mm run by CPU `c` for a fork of `parent`: the child's mm (anon_vma_fork: chained
@@ -40,7 +56,7 @@ impl Kernel {
         c: usize,
         parent: usize,
     ) -> Result<usize, String> {
-        let child = self.mm_new(self.mms[parent].anon_vma_chain.clone());
+        let child = self.mm_new(m, c, self.mms[parent].anon_vma_chain.clone())?;
         let mut vmas = self.mms[parent].vmas.clone();
         for v in &mut vmas {
             v.numab = None;

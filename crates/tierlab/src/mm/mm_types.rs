@@ -105,6 +105,9 @@ pub struct Mm {
     pub anon_vma_chain: Vec<u32>,
     /// exit_mmap has run: the mm is gone (its id is never reused, as x86's ctx_id is not).
     pub dead: bool,
+    /// The PGD's frames, for mms made while the workload runs (those it starts with made
+    /// theirs before time 0 and keep them).
+    pub pgd: Option<u32>,
 }
 
 /// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
@@ -134,6 +137,7 @@ impl Mm {
             tlb_flush_pending: (0, 0),
             anon_vma_chain: vec![anon_vma],
             dead: false,
+            pgd: None,
         }
     }
 

@@ -198,6 +198,11 @@ impl Kernel {
         for f in &mut self.files {
             f.mappers.retain(|&other| other != mm as u32);
         }
+        // __mmdrop → mm_free_pgd: the PGD goes last.
+        if let Some(pgd) = self.mms[mm].pgd.take() {
+            let order = self.pgd_order();
+            self.free_pages_kernel(m, c, pgd, order);
+        }
     }
 
     /// mprotect: change VMA protection; removing permissions updates PTEs and flushes.

@@ -33,8 +33,9 @@ pub mod pg {
     pub const EXEC: u16 = 1 << 10;
     /// Freed while some TLB may still translate to it (MIGRC: flush before reuse).
     pub const NEED_FLUSH: u16 = 1 << 11;
-    /// PG_reserved: held by the kernel since boot (machine.nodes[].reserved_mib), never on an
-    /// LRU, never mapped by a user.
+    /// The kernel's own frame, never on an LRU, never mapped by a user: held since boot
+    /// (PG_reserved: machine.nodes[].reserved_mib), or allocated for the kernel's use (zram's
+    /// pool, page tables, socket buffers).
     pub const RESERVED: u16 = 1 << 12;
     /// PG_swapbacked: backed by swap, not a file (anon, shmem, and swap-cache folios no one
     /// maps yet); such folios live on the anon LRU (folio_is_file_lru is its negation).

@@ -118,6 +118,10 @@ impl ZoneLock {
         if self.busy.len() > LOCK_CALENDAR_MAX {
             let horizon = now.saturating_sub(LOCK_CALENDAR_HORIZON);
             self.busy.retain(|_, &mut e| e >= horizon);
+            // Still full (a burst at one time, as boot's): the oldest holds go.
+            while self.busy.len() > LOCK_CALENDAR_MAX / 2 {
+                self.busy.pop_first();
+            }
         }
         let wait = start - now;
         self.acquisitions += 1;
