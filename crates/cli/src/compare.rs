@@ -14,7 +14,7 @@ pub struct Variant {
 }
 
 /// The figures a comparison reports, in the order of the seeds' tables.
-pub const METRICS: [&str; 21] = [
+pub const METRICS: [&str; 22] = [
     "itlb.itlb_flush",
     "tlb_flush.dtlb_thread",
     "tlb_flush.stlb_any",
@@ -35,6 +35,7 @@ pub const METRICS: [&str; 21] = [
     "zone lock contention (%)",
     "free_high",
     "alloc_zone",
+    "pcp pages (mean)",
     "invariant violations",
 ];
 
@@ -64,6 +65,7 @@ pub fn metrics(r: &RunResult) -> Vec<f64> {
         lock_contention(r),
         r.nodes.iter().map(|n| n.zone_lock.free_high).sum::<u64>() as f64,
         r.nodes.iter().map(|n| n.zone_lock.alloc_zone).sum::<u64>() as f64,
+        r.nodes.iter().map(|n| n.pcp_pages_mean).sum(),
         r.check.violations as f64,
     ]
 }

@@ -120,6 +120,9 @@ pub struct NodeResult {
     pub free: u64,
     pub nr_free_pages: u64,
     pub pcp_pages: u64,
+    /// Pages on the per-CPU lists, averaged over the timeline's samples (seed 002: "the
+    /// average used memory … increases … because more pages are cached in PCP").
+    pub pcp_pages_mean: f64,
     pub anon: u64,
     pub file: u64,
     pub lru: LruSizes,
@@ -182,6 +185,8 @@ pub struct NodeSample {
     pub anon: u64,
     pub file: u64,
     pub accesses: u64,
+    /// Pages on the per-CPU lists.
+    pub pcp: u64,
 }
 
 /// One timeline point: cumulative counters at `t_ms` of simulated time.
@@ -415,6 +420,7 @@ fn nodes(sim: &Sim) -> Vec<NodeResult> {
                 free: z.nr_free + z.pcp_pages(),
                 nr_free_pages: z.nr_free,
                 pcp_pages: z.pcp_pages(),
+                pcp_pages_mean: mean_pcp(sim, n),
                 anon: node.nr_anon,
                 file: node.nr_file,
                 lru: LruSizes {
@@ -469,6 +475,16 @@ fn nodes(sim: &Sim) -> Vec<NodeResult> {
         .collect()
 }
 
+/// Node `n`'s per-CPU list pages, averaged over the timeline's samples.
+fn mean_pcp(sim: &Sim, n: usize) -> f64 {
+    let samples = sim.timeline.len().max(1) as f64;
+    sim.timeline
+        .iter()
+        .map(|s| s.nodes[n].4 as f64)
+        .sum::<f64>()
+        / samples
+}
+
 fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
     let names: Vec<&str> = TIMELINE_VM.iter().map(|v| v.name()).collect();
     sim.timeline
@@ -482,11 +498,12 @@ fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
             nodes: s
                 .nodes
                 .iter()
-                .map(|&(free, anon, file, accesses)| NodeSample {
+                .map(|&(free, anon, file, accesses, pcp)| NodeSample {
                     free,
                     anon,
                     file,
                     accesses,
+                    pcp,
                 })
                 .collect(),
             regions: (!sim.regions.is_empty()).then(|| {

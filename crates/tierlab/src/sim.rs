@@ -43,8 +43,9 @@ impl std::error::Error for SimError {}
 #[derive(Clone, Debug)]
 pub struct Sample {
     pub t_ms: f64,
-    /// Per node: (free pages incl. pcp, anon pages, file pages, accesses served so far).
-    pub nodes: Vec<(u64, u64, u64, u64)>,
+    /// Per node: (free pages incl. pcp, anon pages, file pages, accesses served so far, pages
+    /// on the per-CPU lists).
+    pub nodes: Vec<(u64, u64, u64, u64, u64)>,
     pub work: u64,
     /// The TIMELINE_VM counters, cumulative.
     pub vm: Vec<u64>,
@@ -321,6 +322,7 @@ impl Sim {
                     n.nr_anon,
                     n.nr_file,
                     mem.accesses,
+                    n.zone.pcp_pages(),
                 )
             })
             .collect();

@@ -577,6 +577,133 @@ region = "nope"
     assert!(generate(&workload(&src.replace("nope", "buf")), "t.toml", 1, &o).is_err());
 }
 
+/// Two workers fill 4 MiB; each forks two children that write half of their copy (while the
+/// workers read), waits for them, and reads again.
+const FORK_WAIT: &str = r#"
+[workload]
+type = "scripted"
+threads = 2
+[[workload.regions]]
+name = "buf"
+size_mib = 4
+[[workload.phases]]
+name = "fill"
+kind = "touch"
+region = "buf"
+write = true
+[[workload.phases]]
+name = "child writes"
+kind = "touch"
+region = "buf"
+pages = 512
+write = true
+threads = [0, 1]
+[[workload.phases]]
+name = "kids"
+kind = "fork"
+child = ["child writes"]
+threads = [0, 1]
+count = 2
+[[workload.phases]]
+name = "reads"
+kind = "random"
+region = "buf"
+count = 2000
+[[workload.phases]]
+name = "reap"
+kind = "wait"
+threads = [0, 1]
+[[workload.phases]]
+name = "read again"
+kind = "touch"
+region = "buf"
+"#;
+
+#[test]
+fn fork_and_wait_phases_run_natively() {
+    let dir = TempDir::new("fork");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c = generate(&workload(FORK_WAIT), "fork.toml", 3, &opts(1, 1))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        c.contains("static const int CHILD_2[] = {1};"),
+        "the child list"
+    );
+    let exe = compile(&dir.0, "fork", &c);
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert!(lines.iter().all(|l| l.get("error").is_none()), "{lines:?}");
+    let (phases, samples) = split(&lines);
+    // The workers' phases; the children's phase is theirs alone.
+    let names: Vec<&str> = (phases.iter())
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fill", "kids", "reads", "reap", "read again"]);
+    let acc = |i: usize| phases[i]["accesses"].as_u64().unwrap();
+    assert_eq!((acc(0), acc(1), acc(2), acc(4)), (1024, 0, 4000, 1024));
+    // One line per child: two per worker, numbered per worker, each writing 512 pages.
+    let mut kids: Vec<(u64, u64)> = (lines.iter())
+        .filter(|l| l.get("child_phase").is_some())
+        .map(|l| {
+            assert_eq!(l["child_phase"], "child writes", "{l}");
+            assert_eq!(l["accesses"], 512, "{l}");
+            assert!(num(l, "begin_ms") <= num(l, "end_ms"), "{l}");
+            // Waited for in "reap".
+            assert!(num(l, "end_ms") <= num(phases[3], "end_ms"), "{l}");
+            (l["thread"].as_u64().unwrap(), l["child"].as_u64().unwrap())
+        })
+        .collect();
+    kids.sort_unstable();
+    assert_eq!(kids, [(0, 0), (0, 1), (1, 0), (1, 1)]);
+    // The children published nothing: the workers' counts are the workers' phases'.
+    let end = samples.last().unwrap();
+    let published: u64 = (end["accesses"].as_array().unwrap().iter())
+        .map(|a| a.as_u64().unwrap())
+        .sum();
+    assert_eq!(published, 1024 + 4000 + 1024, "{end}");
+    // The children's copies went with them; the workload's region is whole.
+    assert_eq!(resident(end, "buf"), 1024, "{end}");
+}
+
+/// A child that faults fails the program when it is waited for.
+#[test]
+fn a_failing_child_fails_the_program() {
+    let dir = TempDir::new("fork-fail");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let src = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "buf"
+pages = 16
+prot = "r"
+[[workload.phases]]
+name = "write"
+kind = "touch"
+region = "buf"
+write = true
+[[workload.phases]]
+kind = "fork"
+child = ["write"]
+"#;
+    let c = generate(&workload(src), "t.toml", 1, &opts(1, 1)).unwrap();
+    let exe = compile(&dir.0, "fork_fail", &c);
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert_eq!(code, 1, "{lines:?}");
+    let errors: Vec<&str> = (lines.iter())
+        .filter_map(|l| l.get("error").and_then(Value::as_str))
+        .collect();
+    // The child's SIGSEGV, then main's report when it reaps the child at the end.
+    assert_eq!(errors.len(), 2, "{lines:?}");
+    assert!(errors[0].contains("SIGSEGV at 0x10000000"), "{errors:?}");
+    assert!(errors[1].contains("failed"), "{errors:?}");
+    assert!(lines.last().unwrap().get("error").is_some(), "{lines:?}");
+}
+
 /// Every shipped scripted scenario gives C that compiles (none is run: they are big).
 #[test]
 fn shipped_scripted_scenarios_compile() {

@@ -1,23 +1,26 @@
 //! The order phases run in: `[[workload.loop]]` groups resolved into steps. A group runs at the
-//! position of its earliest member; its members do not also run on their own.
+//! position of its earliest member; its members do not also run on their own. Nor do the
+//! phases a `fork` phase's `child` lists: they are the children's (a loop may still list them).
 
 use std::collections::HashMap;
 
 use tierlab::config::ConfigError;
 
 use super::config::LoopCfg;
-use super::plan::Step;
+use super::phases::Phases;
+use super::plan::{Body, Step};
 use super::Keyed;
 
-/// The steps of one pass over `nphases` phases; `ids` maps phase names to indices.
+/// The steps of one pass over the phases; `ids` maps phase names to indices, `in_child` marks
+/// the phases children run.
 pub(super) fn steps(
     groups: &[LoopCfg],
     ids: &HashMap<String, usize>,
-    nphases: usize,
+    in_child: &[bool],
     origin: &str,
 ) -> Result<Vec<Step>, ConfigError> {
     let e = Keyed(origin);
-    let mut owner: Vec<Option<usize>> = vec![None; nphases];
+    let mut owner: Vec<Option<usize>> = vec![None; in_child.len()];
     let mut members: Vec<Vec<usize>> = Vec::new();
     for (g, l) in groups.iter().enumerate() {
         if l.times == 0 {
@@ -49,6 +52,7 @@ pub(super) fn steps(
     let mut emitted = vec![false; groups.len()];
     for (i, o) in owner.iter().enumerate() {
         match *o {
+            None if in_child[i] => {}
             None => steps.push(Step {
                 members: vec![i],
                 times: 1,
@@ -66,14 +70,19 @@ pub(super) fn steps(
     Ok(steps)
 }
 
-/// The report line of the program: `name, 3 × [a, b], ...`, wrapped in `loops × (...)`.
-pub(super) fn describe(steps: &[Step], names: &[String], loops: u64) -> String {
+/// The report line of the program: `name, 3 × [a, b], f (child: c, d), ...`, wrapped in
+/// `loops × (...)`.
+pub(super) fn describe(steps: &[Step], phases: &Phases, loops: u64) -> String {
     let step_list: Vec<String> = steps
         .iter()
         .map(|s| {
-            let n: Vec<&str> = s.members.iter().map(|&m| names[m].as_str()).collect();
+            let n: Vec<String> = s
+                .members
+                .iter()
+                .map(|&m| describe_phase(phases, m))
+                .collect();
             if s.times == 1 && n.len() == 1 {
-                n[0].to_string()
+                n[0].clone()
             } else {
                 format!("{} × [{}]", s.times, n.join(", "))
             }
@@ -84,4 +93,16 @@ pub(super) fn describe(steps: &[Step], names: &[String], loops: u64) -> String {
         program = format!("{} × ({program})", loops);
     }
     program
+}
+
+/// A phase's name; a fork's with what its children run.
+fn describe_phase(phases: &Phases, m: usize) -> String {
+    let name = &phases.names[m];
+    match &phases.plans[m].body {
+        Body::Fork { child, .. } => {
+            let c: Vec<&str> = child.iter().map(|&c| phases.names[c].as_str()).collect();
+            format!("{name} (child: {})", c.join(", "))
+        }
+        _ => name.clone(),
+    }
 }

@@ -22,6 +22,18 @@
 //! member in the phase list, and its members are not also run on their own. Loop iterations
 //! reuse the phase ids, so per-phase totals accumulate.
 //!
+//! Processes that come and go: a `fork` phase's participating workers (default worker 0)
+//! each emit `count` × `Op::Fork` (default 1) and go on at once. `fork_child` hands out, in
+//! the order of the forks, a `Stream` that runs the phases the fork's `child` list names, in
+//! order, with no barriers (the child is alone in its process), then `Op::Exit`. The child
+//! takes its forking worker's index for per-thread keys (`threads`, `gap_cycles` arrays): it
+//! runs a listed phase only if that worker takes part in it, and its random stream is seeded
+//! from the seed, the worker and the worker's child number. A phase a `child` list names is
+//! the children's: the parent runs it only where a `[[workload.loop]]` lists it. A `wait`
+//! phase's workers emit one `Op::Wait` per child they forked and have not waited for, and a
+//! worker waits so for the rest after its last phase, before `Op::Exit`: children do not
+//! outlive the workload's process (whose exit would free its memory).
+//!
 //! Region binding (`node` on a region) is approximated: the region is first-touched wherever the
 //! kernel puts it, and after each `touch` phase of that region the lowest participating thread
 //! emits `Op::MovePages` of the whole region to `node` (an mbind(MPOL_MF_MOVE) after the fact).
@@ -102,7 +114,7 @@ fn resolve(
     let placements = config::placements(&cfg, cpus, origin)?;
     let (regions, files) = regions::lay_out(&cfg.regions, nodes, origin)?;
     let phases = phases::plan(&phase_cfgs, &regions, cfg.threads, nodes, seed, origin)?;
-    let steps = loops::steps(&cfg.groups, &phases.ids, phases.plans.len(), origin)?;
+    let steps = loops::steps(&cfg.groups, &phases.ids, &phases.in_child, origin)?;
     let region_specs = regions::specs(&regions, &cfg.watch, origin)?;
     Ok(Resolved {
         cfg,
@@ -149,7 +161,7 @@ pub fn build(
         ("regions".to_string(), region_list.join("; ")),
         (
             "program".to_string(),
-            loops::describe(&steps, &phases.names, cfg.loops),
+            loops::describe(&steps, &phases, cfg.loops),
         ),
     ];
 

@@ -60,6 +60,8 @@ pub(super) enum PhaseCfg {
     Munmap(RangeCfg),
     Sleep(SleepCfg),
     Barrier(BarrierCfg),
+    Fork(ForkCfg),
+    Wait(WaitCfg),
 }
 
 /// `kind = "touch"`: every page of the range once, by one thread unless `threads` says otherwise.
@@ -176,6 +178,25 @@ pub(super) struct BarrierCfg {
     pub threads: Option<Vec<u32>>,
 }
 
+/// `kind = "fork"`: each participating worker forks `count` children; each runs the phases
+/// `child` names, alone in its copy of the address space, and exits.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ForkCfg {
+    pub name: Option<String>,
+    pub threads: Option<Vec<u32>>,
+    pub child: Option<Vec<String>>,
+    pub count: Option<u64>,
+}
+
+/// `kind = "wait"`: each participating worker waits for the children it forked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WaitCfg {
+    pub name: Option<String>,
+    pub threads: Option<Vec<u32>>,
+}
+
 /// `region`, `offset_pages` and `pages`: the range a region kind works on.
 pub(super) struct RangeKeys<'a> {
     pub region: Option<&'a str>,
@@ -221,13 +242,15 @@ impl PhaseCfg {
             "munmap" => PhaseCfg::Munmap(keys(table, &kind, &at, origin)?),
             "sleep" => PhaseCfg::Sleep(keys(table, &kind, &at, origin)?),
             "barrier" => PhaseCfg::Barrier(keys(table, &kind, &at, origin)?),
+            "fork" => PhaseCfg::Fork(keys(table, &kind, &at, origin)?),
+            "wait" => PhaseCfg::Wait(keys(table, &kind, &at, origin)?),
             _ => {
                 return Err(ConfigError::key(
                     origin,
                     format!("{at}.kind"),
                     format!(
                         "unknown phase kind {kind:?} (expected touch, random, stride, madvise, \
-                         move_pages, mprotect, sleep, barrier, mmap or munmap)"
+                         move_pages, mprotect, sleep, barrier, mmap, munmap, fork or wait)"
                     ),
                 ))
             }
@@ -247,6 +270,8 @@ impl PhaseCfg {
             PhaseCfg::Munmap(_) => "munmap",
             PhaseCfg::Sleep(_) => "sleep",
             PhaseCfg::Barrier(_) => "barrier",
+            PhaseCfg::Fork(_) => "fork",
+            PhaseCfg::Wait(_) => "wait",
         }
     }
 
@@ -280,6 +305,8 @@ impl PhaseCfg {
             PhaseCfg::Mmap(c) | PhaseCfg::Munmap(c) => (&c.name, &c.threads),
             PhaseCfg::Sleep(c) => (&c.name, &c.threads),
             PhaseCfg::Barrier(c) => (&c.name, &c.threads),
+            PhaseCfg::Fork(c) => (&c.name, &c.threads),
+            PhaseCfg::Wait(c) => (&c.name, &c.threads),
         };
         let (range, access) = match self {
             PhaseCfg::Touch(c) => (
@@ -305,7 +332,9 @@ impl PhaseCfg {
             PhaseCfg::Mmap(c) | PhaseCfg::Munmap(c) => {
                 (range(&c.region, c.offset_pages, c.pages), None)
             }
-            PhaseCfg::Sleep(_) | PhaseCfg::Barrier(_) => (None, None),
+            PhaseCfg::Sleep(_) | PhaseCfg::Barrier(_) | PhaseCfg::Fork(_) | PhaseCfg::Wait(_) => {
+                (None, None)
+            }
         };
         Shared {
             name: name.as_ref(),

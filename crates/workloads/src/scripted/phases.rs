@@ -23,6 +23,8 @@ pub(super) struct Phases {
     /// Phase index by name, for the loop groups.
     pub ids: HashMap<String, usize>,
     pub plans: Vec<PhasePlan>,
+    /// Phases some `fork` phase's `child` list names: the parent does not run them on their own.
+    pub in_child: Vec<bool>,
 }
 
 /// Errors about the keys of phase `i`.
@@ -194,6 +196,18 @@ pub(super) fn plan(
                 Body::Op(Op::Sleep((ms * 1e6).round() as u64))
             }
             PhaseCfg::Barrier(_) => Body::Nothing,
+            PhaseCfg::Fork(c) => {
+                let count = c.count.unwrap_or(1);
+                if count == 0 {
+                    return Err(at.err("count", "must be at least 1"));
+                }
+                // `child` may name later phases: `children` fills it once every name is known.
+                Body::Fork {
+                    count,
+                    child: Vec::new(),
+                }
+            }
+            PhaseCfg::Wait(_) => Body::Wait,
         };
 
         // Name: explicit names must be unique; default names get a " #k" suffix.
@@ -228,7 +242,78 @@ pub(super) fn plan(
             lead,
         });
     }
-    Ok(Phases { names, ids, plans })
+    let in_child = children(phases, &mut plans, &ids, origin)?;
+    Ok(Phases {
+        names,
+        ids,
+        plans,
+        in_child,
+    })
+}
+
+/// Resolve each `fork` phase's `child` list to phase indices; returns which phases a child
+/// runs.
+fn children(
+    cfgs: &[PhaseCfg],
+    plans: &mut [PhasePlan],
+    ids: &HashMap<String, usize>,
+    origin: &str,
+) -> Result<Vec<bool>, ConfigError> {
+    let mut in_child = vec![false; plans.len()];
+    for (i, p) in cfgs.iter().enumerate() {
+        let PhaseCfg::Fork(c) = p else { continue };
+        let at = At { origin, i };
+        let names = c.child.as_deref().unwrap_or_default();
+        if names.is_empty() {
+            return Err(at.err(
+                "child",
+                "a `fork` phase needs child, the list of phases each child runs",
+            ));
+        }
+        let mut list = Vec::new();
+        for (j, n) in names.iter().enumerate() {
+            let key = format!("child[{j}]");
+            let &ci = ids
+                .get(n)
+                .ok_or_else(|| at.err(&key, format!("unknown phase name {n:?}")))?;
+            match cfgs[ci].kind() {
+                "fork" => {
+                    let msg = format!("phase {n:?} is a `fork` phase; a child forks no children");
+                    return Err(at.err(&key, msg));
+                }
+                "wait" => {
+                    let msg = format!("phase {n:?} is a `wait` phase; a child has no children");
+                    return Err(at.err(&key, msg));
+                }
+                _ => {}
+            }
+            // A child takes its forking thread's part in a phase: it must have one.
+            let (forking, runs) = (&plans[i].participants, &plans[ci].participants);
+            if !forking.iter().zip(runs).any(|(&f, &r)| f && r) {
+                let msg = format!(
+                    "phase {n:?} runs on threads {:?}, and none of them forks here (threads \
+                     {:?}); a child runs a phase only if its forking thread is in the phase's \
+                     `threads`",
+                    thread_list(runs),
+                    thread_list(forking)
+                );
+                return Err(at.err(&key, msg));
+            }
+            in_child[ci] = true;
+            list.push(ci);
+        }
+        if let Body::Fork { child, .. } = &mut plans[i].body {
+            *child = list;
+        }
+    }
+    Ok(in_child)
+}
+
+/// The thread numbers a participant list sets.
+fn thread_list(participants: &[bool]) -> Vec<usize> {
+    (participants.iter().enumerate())
+        .filter_map(|(t, &p)| p.then_some(t))
+        .collect()
 }
 
 /// The region a phase names and its sub-range: (region, start address, pages).

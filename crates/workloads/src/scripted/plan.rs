@@ -86,6 +86,13 @@ pub(super) enum Body {
     Nothing,
     Op(Op),
     Access(Access),
+    /// `count` × fork(2); each child runs the phases `child` lists (indices), alone, and exits.
+    Fork {
+        count: u64,
+        child: Vec<usize>,
+    },
+    /// wait(2) for every child the thread forked and has not waited for.
+    Wait,
 }
 
 pub(super) struct PhasePlan {

@@ -1,5 +1,7 @@
-//! One thread's lazy op stream: walks the shared `Program`, ~`CHUNK` ops per `refill`.
+//! One thread's lazy op stream: walks the shared `Program`, ~`CHUNK` ops per `refill`. A
+//! worker runs the steps; a forked child (`Stream::child`) runs its fork's `child` list.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
@@ -12,31 +14,68 @@ use super::{mix, PAGE};
 /// Ops generated per `refill` (at least; the phase end markers may add a few).
 pub(super) const CHUNK: usize = 1024;
 
+/// `mix` salt of a forked child's random stream.
+const CHILD_SALT: u64 = 0x6368_6c64;
+
 /// The per-thread state machine.
 pub(super) struct Stream {
     prog: Arc<Program>,
+    /// The worker's index; a forked child's is its forking worker's (per-thread keys).
     tid: u32,
+    seed: u64,
     rng: ChaCha8Rng,
+    /// A forked child's fork phase: it runs that phase's `child` list, with no barriers.
+    child_of: Option<usize>,
     started: bool,
     done: bool,
     /// Iteration of the whole program (`loops`).
     outer: u64,
+    /// Step of the program (a child: position in its `child` list).
     step: usize,
     /// Iteration of the current step (`times`).
     rep: u64,
     /// Phase of the current step.
     member: usize,
     in_phase: bool,
-    /// Next access of the current phase.
+    /// Next access (or fork) of the current phase.
     next: u64,
+    /// Children forked so far: the next one's number, which seeds its random stream.
+    forked: u64,
+    /// Children whose `Op::Fork` is out but `fork_child` has not handed over yet, in
+    /// order: (fork phase, child number).
+    to_hand_over: VecDeque<(usize, u64)>,
+    /// Children forked and not yet waited for.
+    unwaited: u64,
 }
 
 impl Stream {
     pub fn new(prog: Arc<Program>, tid: u32, seed: u64) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(mix(seed, 0x7468_7264, tid as u64));
+        Stream::with(prog, tid, seed, rng, None)
+    }
+
+    /// Child number `k` of worker `tid`, forked by phase `fork`: it starts in that phase
+    /// (its memory is the worker's), so it skips the workers' start.
+    fn child(prog: Arc<Program>, tid: u32, seed: u64, fork: usize, k: u64) -> Self {
+        let rng = ChaCha8Rng::seed_from_u64(mix(mix(seed, CHILD_SALT, tid as u64), CHILD_SALT, k));
+        let mut s = Stream::with(prog, tid, seed, rng, Some(fork));
+        s.started = true;
+        s
+    }
+
+    fn with(
+        prog: Arc<Program>,
+        tid: u32,
+        seed: u64,
+        rng: ChaCha8Rng,
+        child_of: Option<usize>,
+    ) -> Self {
         Stream {
             prog,
             tid,
-            rng: ChaCha8Rng::seed_from_u64(mix(seed, 0x7468_7264, tid as u64)),
+            seed,
+            rng,
+            child_of,
             started: false,
             done: false,
             outer: 0,
@@ -45,10 +84,29 @@ impl Stream {
             member: 0,
             in_phase: false,
             next: 0,
+            forked: 0,
+            to_hand_over: VecDeque::new(),
+            unwaited: 0,
+        }
+    }
+
+    /// The phase at the current position; None past the end.
+    fn phase_at(&self, prog: &Program) -> Option<usize> {
+        match self.child_of {
+            Some(f) => match &prog.phases[f].body {
+                Body::Fork { child, .. } => child.get(self.step).copied(),
+                _ => None,
+            },
+            None if self.outer >= prog.loops => None,
+            None => prog.steps.get(self.step).map(|s| s.members[self.member]),
         }
     }
 
     fn advance(&mut self) {
+        if self.child_of.is_some() {
+            self.step += 1;
+            return;
+        }
         let step = &self.prog.steps[self.step];
         self.member += 1;
         if self.member < step.members.len() {
@@ -65,6 +123,27 @@ impl Stream {
             self.step = 0;
             self.outer += 1;
         }
+    }
+
+    /// Access phase `a`'s accesses from the current one on, until `out` reaches `target`,
+    /// then its work mark; false if some are left for the next refill.
+    fn accesses(&mut self, a: &Access, out: &mut Vec<Op>, target: usize) -> bool {
+        let n = a.count();
+        while self.next < n && out.len() < target {
+            let i = self.next;
+            self.access(a, i, out);
+            self.next += 1;
+        }
+        if self.next < n {
+            return false;
+        }
+        let mut left = n;
+        while left > 0 {
+            let w = left.min(u32::MAX as u64);
+            out.push(Op::Mark(Mark::Work(w as u32)));
+            left -= w;
+        }
+        true
     }
 
     fn access(&mut self, a: &Access, i: u64, out: &mut Vec<Op>) {
@@ -107,6 +186,29 @@ impl Stream {
             Op::Load(addr)
         });
     }
+
+    /// Phase `fork`'s `Op::Fork`s from the current one on, until `out` reaches `target`;
+    /// false if some are left for the next refill.
+    fn fork(&mut self, fork: usize, count: u64, out: &mut Vec<Op>, target: usize) -> bool {
+        while self.next < count && out.len() < target {
+            out.push(Op::Fork);
+            self.to_hand_over.push_back((fork, self.forked));
+            self.forked += 1;
+            self.unwaited += 1;
+            self.next += 1;
+        }
+        self.next == count
+    }
+
+    /// One `Op::Wait` per child not yet waited for, until `out` reaches `target`; false if
+    /// some are left for the next refill.
+    fn wait(&mut self, out: &mut Vec<Op>, target: usize) -> bool {
+        while self.unwaited > 0 && out.len() < target {
+            out.push(Op::Wait);
+            self.unwaited -= 1;
+        }
+        self.unwaited == 0
+    }
 }
 
 impl ThreadStream for Stream {
@@ -123,12 +225,16 @@ impl ThreadStream for Stream {
             self.started = true;
         }
         while out.len() < target {
-            if prog.steps.is_empty() || self.outer >= prog.loops {
+            let Some(pi) = self.phase_at(&prog) else {
+                // As the C program's worker: children do not outlive the workload's process.
+                if !self.wait(out, target) {
+                    return;
+                }
                 out.push(Op::Exit);
                 self.done = true;
                 return;
-            }
-            let phase = &prog.phases[prog.steps[self.step].members[self.member]];
+            };
+            let phase = &prog.phases[pi];
             let part = phase.participants[self.tid as usize];
             if !self.in_phase {
                 self.in_phase = true;
@@ -141,22 +247,14 @@ impl ThreadStream for Stream {
                 }
             }
             if part {
-                if let Body::Access(a) = &phase.body {
-                    let n = a.count();
-                    while self.next < n && out.len() < target {
-                        let i = self.next;
-                        self.access(a, i, out);
-                        self.next += 1;
-                    }
-                    if self.next < n {
-                        return;
-                    }
-                    let mut left = n;
-                    while left > 0 {
-                        let w = left.min(u32::MAX as u64);
-                        out.push(Op::Mark(Mark::Work(w as u32)));
-                        left -= w;
-                    }
+                let finished = match &phase.body {
+                    Body::Access(a) => self.accesses(a, out, target),
+                    &Body::Fork { count, .. } => self.fork(pi, count, out, target),
+                    Body::Wait => self.wait(out, target),
+                    Body::Nothing | Body::Op(_) => true,
+                };
+                if !finished {
+                    return;
                 }
                 if self.tid == phase.lead {
                     if let Some(op) = phase.after {
@@ -164,9 +262,18 @@ impl ThreadStream for Stream {
                     }
                 }
             }
-            out.push(Op::Barrier);
+            // A child is alone in its process: no barrier to wait at.
+            if self.child_of.is_none() {
+                out.push(Op::Barrier);
+            }
             self.in_phase = false;
             self.advance();
         }
+    }
+
+    fn fork_child(&mut self) -> Option<Box<dyn ThreadStream>> {
+        let (fork, k) = self.to_hand_over.pop_front()?;
+        let prog = Arc::clone(&self.prog);
+        Some(Box::new(Stream::child(prog, self.tid, self.seed, fork, k)))
     }
 }

@@ -581,6 +581,7 @@ fn each_kind_rejects_keys_it_does_not_take_and_names_key_and_kind() {
         ("munmap", "region = \"buf\"", "stride_bytes"),
         ("sleep", "ms = 1", "region"),
         ("barrier", "", "ms"),
+        ("wait", "", "region"),
     ];
     for (kind, needs, foreign) in cases {
         let ok = format!("{BUF8}[[workload.phases]]\nkind = \"{kind}\"\n{needs}\n");
@@ -705,4 +706,207 @@ fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
         Ok(_) => panic!("a phase named like the sampler was accepted"),
     };
     assert!(e.to_string().contains("workload.sampler"), "{e}");
+}
+
+/// The phases of a child: `Mark::Phase` ids in order.
+fn phase_marks(ops: &[Op]) -> Vec<u32> {
+    (ops.iter())
+        .filter_map(|x| match x {
+            Op::Mark(Mark::Phase(p)) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Worker 0 fills buf, forks two children that each write its first half, and waits.
+const FORK_TWO: &str = "threads = 2\n[[workload.regions]]\nname = \"buf\"\npages = 8\n\
+     [[workload.phases]]\nname = \"fill\"\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n\
+     [[workload.phases]]\nname = \"child writes\"\nkind = \"touch\"\nregion = \"buf\"\npages = 4\nwrite = true\n\
+     [[workload.phases]]\nname = \"kids\"\nkind = \"fork\"\nchild = [\"child writes\"]\ncount = 2\n\
+     [[workload.phases]]\nname = \"reap\"\nkind = \"wait\"\n";
+
+#[test]
+fn fork_phase_forks_children_that_run_their_phases_alone_then_exit() {
+    let mut w = wl(FORK_TWO);
+    assert_eq!(w.phases, ["fill", "child writes", "kids", "reap"]);
+    let program = &w.info.iter().find(|(k, _)| k == "program").unwrap().1;
+    assert_eq!(program, "fill, kids (child: child writes), reap");
+    // The parent does not run the children's phase; worker 0 forks twice and waits twice.
+    let o = ops(&mut w, 0);
+    let mut want = vec![Op::Barrier, Op::Mark(Mark::Phase(0))];
+    want.extend((0..8).map(|i| Op::Store(BASE + i * PAGE)));
+    want.extend([Op::Mark(Mark::Work(8)), Op::Barrier]);
+    want.extend([Op::Mark(Mark::Phase(2)), Op::Fork, Op::Fork, Op::Barrier]);
+    want.extend([
+        Op::Mark(Mark::Phase(3)),
+        Op::Wait,
+        Op::Wait,
+        Op::Barrier,
+        Op::Exit,
+    ]);
+    assert_eq!(o, want);
+    // Worker 1 takes part in no phase: only the barriers, and it has no child to give.
+    let o1 = ops(&mut w, 1);
+    assert_eq!(o1, [[Op::Barrier; 4].as_slice(), &[Op::Exit]].concat());
+    assert!(w.threads[2].stream.fork_child().is_none());
+    // One child per Op::Fork, in order: the phase alone (no barrier), then exit.
+    let s = w.threads[1].stream.as_mut();
+    for _ in 0..2 {
+        let mut c = s.fork_child().expect("a child per fork");
+        let mut want = vec![Op::Mark(Mark::Phase(1))];
+        want.extend((0..4).map(|i| Op::Store(BASE + i * PAGE)));
+        want.extend([Op::Mark(Mark::Work(4)), Op::Exit]);
+        assert_eq!(drain(c.as_mut()), want);
+        assert!(c.fork_child().is_none(), "a child forks nothing");
+    }
+    assert!(s.fork_child().is_none(), "two forks, two children");
+    // Without a wait phase a worker waits for its children after its last phase.
+    let mut w = wl(&FORK_TWO[..FORK_TWO
+        .find("[[workload.phases]]\nname = \"reap\"")
+        .unwrap()]);
+    let o = ops(&mut w, 0);
+    assert_eq!(
+        o[o.len() - 4..],
+        [Op::Barrier, Op::Wait, Op::Wait, Op::Exit]
+    );
+}
+
+#[test]
+fn a_child_takes_its_workers_per_thread_keys_and_a_random_stream_of_its_own() {
+    let src = "threads = 2\n[[workload.regions]]\nname = \"buf\"\npages = 64\n\
+         [[workload.phases]]\nname = \"r\"\nkind = \"random\"\nregion = \"buf\"\ncount = 5\ngap_cycles = [10, 20]\n\
+         [[workload.phases]]\nname = \"only 1\"\nkind = \"touch\"\nregion = \"buf\"\npages = 2\nthreads = [1]\n\
+         [[workload.phases]]\nname = \"f\"\nkind = \"fork\"\nchild = [\"r\", \"only 1\"]\nthreads = [0, 1]\ncount = 2\n";
+    let children = |seed: u64| -> Vec<Vec<Op>> {
+        let mut w = try_build(src, seed).unwrap();
+        let mut all = Vec::new();
+        for t in 0..2 {
+            let o = ops(&mut w, t);
+            assert_eq!(o.iter().filter(|x| **x == Op::Fork).count(), 2);
+            // Both phases are the children's: the workers only fork.
+            assert_eq!(phase_marks(&o), [2], "worker {t}");
+            for _ in 0..2 {
+                let mut c = w.threads[t + 1].stream.fork_child().unwrap();
+                all.push(drain(c.as_mut()));
+            }
+        }
+        all
+    };
+    let c = children(3);
+    for (n, o) in c.iter().enumerate() {
+        let t = n / 2;
+        let gap = [10, 20][t];
+        let computes: Vec<&Op> = o.iter().filter(|x| matches!(x, Op::Compute(_))).collect();
+        assert_eq!(computes, [&Op::Compute(gap); 4], "child {n}");
+        // Worker 1's children run the phase only worker 1 takes part in.
+        let want_marks: &[u32] = if t == 0 { &[0] } else { &[0, 1] };
+        assert_eq!(phase_marks(o), want_marks, "child {n}");
+        assert_eq!(accesses(o).len(), if t == 0 { 5 } else { 7 });
+        assert!(!o.contains(&Op::Barrier));
+        assert_eq!(o.last(), Some(&Op::Exit));
+    }
+    assert_ne!(c[0], c[1], "a worker's children draw different streams");
+    assert_ne!(
+        accesses(&c[0])[..],
+        accesses(&c[2])[..5],
+        "so do different workers'"
+    );
+    assert_eq!(c, children(3), "same seed, same children");
+    assert_ne!(c, children(4));
+}
+
+#[test]
+fn many_forks_and_waits_stay_chunked_and_loops_fork_again() {
+    let src = "[[workload.regions]]\nname = \"buf\"\npages = 4\n\
+         [[workload.phases]]\nname = \"c\"\nkind = \"touch\"\nregion = \"buf\"\nwrite = true\n\
+         [[workload.phases]]\nname = \"f\"\nkind = \"fork\"\nchild = [\"c\"]\ncount = 3000\n\
+         [[workload.phases]]\nname = \"w\"\nkind = \"wait\"\n\
+         [[workload.loop]]\ntimes = 2\nphases = [\"f\", \"w\"]\n";
+    let mut w = wl(src);
+    let o = ops(&mut w, 0);
+    let count = |op: Op| o.iter().filter(|x| **x == op).count();
+    assert_eq!((count(Op::Fork), count(Op::Wait)), (6000, 6000));
+    assert_eq!(phase_marks(&o), [1, 2, 1, 2]);
+    let s = w.threads[1].stream.as_mut();
+    for _ in 0..6000 {
+        let mut c = s.fork_child().unwrap();
+        assert_eq!(accesses(&drain(c.as_mut())).len(), 4);
+    }
+    assert!(s.fork_child().is_none());
+    // A loop may list a child's phase: then the parent runs it too.
+    let mut w = wl(&src.replace("[\"f\", \"w\"]", "[\"c\", \"f\", \"w\"]"));
+    assert_eq!(phase_marks(&ops(&mut w, 0)), [0, 1, 2, 0, 1, 2]);
+}
+
+#[test]
+fn fork_and_wait_errors_name_the_key() {
+    let base = "threads = 2\n[[workload.regions]]\nname = \"buf\"\npages = 8\n\
+         [[workload.phases]]\nname = \"t\"\nkind = \"touch\"\nregion = \"buf\"\n\
+         [[workload.phases]]\nname = \"w\"\nkind = \"wait\"\n";
+    let fork =
+        |keys: &str| format!("{base}[[workload.phases]]\nname = \"f\"\nkind = \"fork\"\n{keys}\n");
+    let cases = [
+        (
+            fork(""),
+            "`workload.phases[2].child`: a `fork` phase needs child",
+        ),
+        (fork("child = []"), "`workload.phases[2].child`"),
+        (fork("child = \"t\""), "`workload.phases[2].child`"),
+        (
+            fork("child = [\"nope\"]"),
+            "`workload.phases[2].child[0]`: unknown phase name \"nope\"",
+        ),
+        (
+            fork("child = [\"t\", \"f\"]"),
+            "`workload.phases[2].child[1]`: phase \"f\" is a `fork` phase",
+        ),
+        (
+            fork("child = [\"w\"]"),
+            "`workload.phases[2].child[0]`: phase \"w\" is a `wait` phase",
+        ),
+        (
+            fork("child = [\"t\"]\ncount = 0"),
+            "`workload.phases[2].count`: must be at least 1",
+        ),
+        (
+            fork("child = [\"t\"]\ncount = -1"),
+            "`workload.phases[2].count`",
+        ),
+        (
+            fork("child = [\"t\"]\nthreads = [2]"),
+            "`workload.phases[2].threads[0]`",
+        ),
+        // The touch runs on worker 0 only; worker 1's children would never run it.
+        (
+            fork("child = [\"t\"]\nthreads = [1]"),
+            "`workload.phases[2].child[0]`: phase \"t\" runs on threads [0]",
+        ),
+        (
+            fork("child = [\"t\"]\nregion = \"buf\""),
+            "`workload.phases[2].region`: unknown field `region`",
+        ),
+        (
+            format!("{base}[[workload.phases]]\nkind = \"wait\"\ncount = 1\n"),
+            "`workload.phases[2].count`: unknown field `count`",
+        ),
+        (
+            format!("{base}[[workload.phases]]\nkind = \"wait\"\nthreads = [0, 0]\n"),
+            "`workload.phases[2].threads[1]`",
+        ),
+    ];
+    for (src, key) in cases {
+        match try_build(&src, 1) {
+            Ok(_) => panic!("expected an error naming {key} for:\n{src}"),
+            Err(e) => {
+                assert!(e.to_string().starts_with("t.toml: key `"), "{e}");
+                assert!(e.to_string().contains(key), "error {e} should name {key}");
+            }
+        }
+    }
+    // Without the bad keys it builds, and the kinds' key errors say the kind.
+    try_build(&fork("child = [\"t\"]"), 1).unwrap_or_else(|e| panic!("{e}"));
+    let e = try_build(&fork("child = [\"t\"]\nms = 1"), 1)
+        .err()
+        .unwrap();
+    assert!(e.to_string().ends_with("(kind = \"fork\")"), "{e}");
 }

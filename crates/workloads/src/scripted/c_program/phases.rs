@@ -24,6 +24,14 @@ pub(super) fn tables(out: &mut String, r: &Resolved, seed: u64) -> Result<(), Co
             "static const unsigned char PART_{i}[] = {{{}}};",
             flags.join(", ")
         );
+        if let Body::Fork { child, .. } = &p.body {
+            let list: Vec<String> = child.iter().map(|c| c.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "static const int CHILD_{i}[] = {{{}}};",
+                list.join(", ")
+            );
+        }
         if let Body::Access(a) = &p.body {
             if !a.gap.is_empty() {
                 let gaps: Vec<String> = a.gap.iter().map(|g| format!("{g}U")).collect();
@@ -76,6 +84,13 @@ fn row(
         Body::Nothing => f.push(".kind = K_NOTHING".into()),
         Body::Op(op) => op_fields(op, name, &mut f)?,
         Body::Access(a) => access_fields(a, i, duration_ms, seed, &mut f),
+        Body::Fork { count, child } => f.extend([
+            ".kind = K_FORK".into(),
+            format!(".count = {count}ULL"),
+            format!(".child = CHILD_{i}"),
+            format!(".nchild = {}", child.len()),
+        ]),
+        Body::Wait => f.push(".kind = K_WAIT".into()),
     }
     match p.after {
         Some(Op::MovePages { addr, len, node }) => f.extend([

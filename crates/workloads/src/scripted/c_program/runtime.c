@@ -50,6 +50,8 @@
 #define MAXNODES 64
 /* Paced accesses are batched so that each sleep is at least this long. */
 #define MIN_SLEEP_NS 50000ULL
+/* `mix` salt of a forked child's random numbers (the simulator's CHILD_SALT). */
+#define CHILD_SALT 0x63686c64ULL
 
 /* ---- the generated tables (defined after this runtime) ---- */
 
@@ -68,7 +70,18 @@ struct watch {
 	uint64_t offset, pages;
 };
 
-enum kind { K_NOTHING, K_ACCESS, K_MMAP, K_MUNMAP, K_MPROTECT, K_MADVISE, K_MOVE, K_SLEEP };
+enum kind {
+	K_NOTHING,
+	K_ACCESS,
+	K_MMAP,
+	K_MUNMAP,
+	K_MPROTECT,
+	K_MADVISE,
+	K_MOVE,
+	K_SLEEP,
+	K_FORK,
+	K_WAIT
+};
 enum pattern { P_SEQ, P_REV, P_PERM, P_STRIDE, P_UNIFORM, P_ZIPF };
 enum writes { W_NEVER, W_ALWAYS, W_FRACTION };
 
@@ -84,9 +97,11 @@ struct phase {
 	int file;                          /* K_MMAP: file index or -1 */
 	uint64_t pgoff;                    /* K_MMAP of a file */
 	uint64_t sleep_ns;                 /* K_SLEEP */
+	const int *child;                  /* K_FORK: the phases each child runs */
+	int nchild;
 	/* K_ACCESS */
 	int pattern;
-	uint64_t pages, count, stride;
+	uint64_t pages, count, stride; /* count: accesses; K_FORK: children per thread */
 	double zipf_s;
 	int hot_last;
 	int writes;
@@ -212,6 +227,18 @@ static void emit(const char *line)
 			       {.iov_base = (void *)"\n", .iov_len = 1}};
 	ssize_t r = writev(1, iov, 2);
 	(void)r;
+	pthread_mutex_unlock(&out_lock);
+}
+
+/* out_lock across fork(2): a forked child may print, and must not find the lock held by a
+ * thread it does not have. */
+static void out_lock_take(void)
+{
+	pthread_mutex_lock(&out_lock);
+}
+
+static void out_lock_drop(void)
+{
 	pthread_mutex_unlock(&out_lock);
 }
 
@@ -617,6 +644,15 @@ static _Atomic uint64_t *live_accesses;
 static _Atomic uint64_t *worker_tids;
 /* This worker's accesses in the phases it has finished. */
 static _Thread_local uint64_t accesses_before;
+/* 1 in a forked child, which publishes nothing: the counter slots are the workers'. */
+static int in_child;
+
+/* Publish worker t's accesses so far to the sampler. */
+static inline void publish(int t, uint64_t n)
+{
+	if (!in_child)
+		atomic_store_explicit(&live_accesses[t], n, memory_order_relaxed);
+}
 
 /* One thread's accesses of an access phase; returns how many it made. */
 static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
@@ -633,8 +669,7 @@ static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 	uint64_t k;
 	for (k = 0; timed || k < p->count; k++) {
 		if (batch && k % batch == 0) {
-			atomic_store_explicit(&live_accesses[t], accesses_before + k,
-					      memory_order_relaxed);
+			publish(t, accesses_before + k);
 			uint64_t slot = start + k * p->pace_ns;
 			if (timed && slot >= deadline)
 				break;
@@ -684,6 +719,9 @@ static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 	return k;
 }
 
+static void fork_children(int t, int i);
+static void wait_children(int t, const char *phase);
+
 /* What a participating thread does in phase `i`; returns its accesses. */
 static uint64_t run_phase(int t, int i, struct rng *rng)
 {
@@ -693,7 +731,7 @@ static uint64_t run_phase(int t, int i, struct rng *rng)
 	case K_ACCESS:
 		n = run_access(t, i, p, rng);
 		accesses_before += n;
-		atomic_store_explicit(&live_accesses[t], accesses_before, memory_order_relaxed);
+		publish(t, accesses_before);
 		break;
 	case K_MMAP:
 		map_range(p->addr, p->len, p->prot, p->file, p->pgoff);
@@ -723,6 +761,12 @@ static uint64_t run_phase(int t, int i, struct rng *rng)
 			;
 		break;
 	}
+	case K_FORK:
+		fork_children(t, i);
+		break;
+	case K_WAIT:
+		wait_children(t, p->name);
+		break;
 	default:
 		break;
 	}
@@ -776,6 +820,104 @@ static void end_phase(int t, int i, uint64_t k, uint64_t n, uint64_t cpu)
 	phase_begin = end;
 }
 
+/* ---- fork and wait phases ---- */
+
+/* The children a worker forked and has not waited for. */
+struct kids {
+	pid_t *pid;
+	size_t n, cap;
+};
+/* One per worker, which alone uses it. */
+static struct kids *kids;
+/* Children this worker forked so far: numbers each child's random numbers. */
+static _Thread_local uint64_t forked;
+/* The write end of the sampler's stop pipe: a child closes it, or the sampler would wait
+ * for the child's exit as well as main's close. */
+static int sampler_stop_fd = -1;
+/* The CPUs main started with: a pinned worker's child gets them back, as the simulator puts
+ * a forked child on the idlest CPU rather than on its parent's. */
+static cpu_set_t start_cpus;
+static int have_start_cpus;
+
+/* A child's line for each phase it ran (not a "phase" line: those end the workers' phases). */
+static void child_line(int t, uint64_t k, int i, uint64_t begin, uint64_t n, uint64_t cpu)
+{
+	struct sb b = {0};
+	sb_printf(&b,
+		  "{\"child_phase\":%s,\"thread\":%d,\"child\":%llu,\"begin_ms\":%.3f,"
+		  "\"end_ms\":%.3f,\"accesses\":%llu,\"cpu_ms\":%.3f}",
+		  PHASES[i].name, t, (unsigned long long)k, ms_since_start(begin),
+		  ms_since_start(now_ns()), (unsigned long long)n, (double)cpu / 1e6);
+	emit(b.s);
+	free(b.s);
+}
+
+/* Child k of worker t, forked in phase fi: that phase's child list, alone and with the worker's
+ * per-thread keys (threads, gap_cycles), then _exit (no atexit handlers, no stdio flush). */
+__attribute__((noreturn)) static void run_child(int t, int fi, uint64_t k)
+{
+	in_child = 1;
+	/* The sampler is the parent's: a failing child must not stop it. */
+	sampler_child = 0;
+	if (sampler_stop_fd >= 0)
+		close(sampler_stop_fd);
+	if (have_start_cpus && PLACEMENT[t] >= 0)
+		sched_setaffinity(0, sizeof start_cpus, &start_cpus);
+	struct rng rng = {mix(mix(SEED, CHILD_SALT, (uint64_t)t), CHILD_SALT, k)};
+	const struct phase *f = &PHASES[fi];
+	for (int m = 0; m < f->nchild; m++) {
+		int i = f->child[m];
+		if (!PHASES[i].participants[t])
+			continue;
+		uint64_t begin = now_ns(), cpu0 = thread_cpu_ns();
+		uint64_t n = run_phase(t, i, &rng);
+		child_line(t, k, i, begin, n, thread_cpu_ns() - cpu0);
+	}
+	_exit(0);
+}
+
+/* Phase i by worker t: fork its children; the worker goes on at once. */
+static void fork_children(int t, int i)
+{
+	const struct phase *p = &PHASES[i];
+	struct kids *w = &kids[t];
+	for (uint64_t c = 0; c < p->count; c++) {
+		if (w->n == w->cap) {
+			w->cap = w->cap * 2 + 8;
+			w->pid = realloc(w->pid, w->cap * sizeof *w->pid);
+			if (!w->pid)
+				die("out of memory");
+		}
+		uint64_t k = forked++;
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork in phase %s: %s", p->name, strerror(errno));
+		if (pid == 0)
+			run_child(t, i, k);
+		w->pid[w->n++] = pid;
+	}
+}
+
+/* Wait for every child worker t forked and has not waited for (`phase`: the wait phase, NULL
+ * after the worker's last phase); a child that failed fails the program. */
+static void wait_children(int t, const char *phase)
+{
+	struct kids *w = &kids[t];
+	const char *where = phase ? phase : "(the worker's end)";
+	for (size_t j = 0; j < w->n; j++) {
+		int status;
+		pid_t r;
+		while ((r = waitpid(w->pid[j], &status, 0)) < 0 && errno == EINTR)
+			;
+		if (r < 0)
+			die("waitpid(%d) in phase %s: %s", (int)w->pid[j], where, strerror(errno));
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			die("child %d of thread %d, waited for in phase %s, failed (wait status %#x)",
+			    (int)w->pid[j], t, where, (unsigned)status);
+	}
+	w->n = 0;
+}
+
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
@@ -807,6 +949,9 @@ static void *worker(void *arg)
 						n = run_phase(t, i, &rng);
 					end_phase(t, i, k, n, thread_cpu_ns() - cpu0);
 				}
+	/* The children no wait phase waited for, as the simulator's worker: they do not outlive
+	 * the workload's process. */
+	wait_children(t, NULL);
 	return NULL;
 }
 
@@ -1292,6 +1437,8 @@ int main(int argc, char **argv)
 		reclaim |= strcmp(argv[i], "--reclaim-probe") == 0;
 	}
 	no_aslr(argv);
+	have_start_cpus = sched_getaffinity(0, sizeof start_cpus, &start_cpus) == 0;
+	pthread_atfork(out_lock_take, out_lock_drop, out_lock_drop);
 	const char *marker = getenv("TIERLAB_TRACE_MARKER");
 	if (marker)
 		trace_marker_fd = open(marker, O_WRONLY | O_CLOEXEC);
@@ -1322,6 +1469,9 @@ int main(int argc, char **argv)
 	if (live_accesses == MAP_FAILED)
 		die("mmap(access counters): %s", strerror(errno));
 	worker_tids = live_accesses + NTHREADS;
+	kids = calloc((size_t)NTHREADS, sizeof *kids);
+	if (!kids)
+		die("out of memory");
 	/* Fork the sampler before the regions exist, so that it shares none of them. */
 	workload_pid = getpid();
 	int stop[2];
@@ -1335,6 +1485,7 @@ int main(int argc, char **argv)
 		sampler_process(stop[0]);
 	}
 	sampler_child = sampler_pid;
+	sampler_stop_fd = stop[1];
 	close(stop[0]);
 	for (int i = 0; i < NREGIONS; i++)
 		map_range(REGIONS[i].start, REGIONS[i].pages * PAGE, REGIONS[i].prot, REGIONS[i].file,
@@ -1360,6 +1511,7 @@ int main(int argc, char **argv)
 
 	/* Stop the sampler: it takes one last sample and exits. */
 	close(stop[1]);
+	sampler_stop_fd = -1;
 	waitpid(sampler_pid, NULL, 0);
 	sampler_child = 0;
 	if (probe) {
