@@ -111,14 +111,21 @@ pub fn lookup(name: &str) -> Result<&'static Reproduction, String> {
         .ok_or_else(|| {
             format!(
                 "no experiment named '{name}' (available: {})",
-                names().join(", ")
+                names_and_groups().join(", ")
             )
         })
 }
 
-/// The registered names, in table order.
+/// The registered names, in table order, then the groups'.
 pub fn names() -> Vec<&'static str> {
     REPRODUCTIONS.iter().map(|r| r.name).collect()
+}
+
+/// Every name `tierlab reproduce` takes: the reproductions', then the groups'.
+pub fn names_and_groups() -> Vec<&'static str> {
+    let mut all = names();
+    all.extend(GROUPS.iter().map(|g| g.0));
+    all
 }
 
 /// A before → after figure measured by the comparison-table metric of the same name.
