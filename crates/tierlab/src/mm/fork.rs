@@ -103,6 +103,8 @@ impl Kernel {
             } else {
                 continue;
             };
+            // copy_pte_range allocates the child's PTE table as it reaches each one.
+            self.pte_alloc(m, c, child, vpn)?;
             self.mms[child].pgtable.set(vpn, copied);
         }
         // dup_mmap ends with flush_tlb_mm(oldmm), for the parent PTEs it write-protected.

@@ -73,6 +73,7 @@ impl Kernel {
         let store = kind == AccessKind::Store;
         let p = self.mms[mm].pgtable.get(vpn);
         if pte::is_none(p) {
+            self.pte_alloc(m, c, mm, vpn)?;
             if vma.is_anon() {
                 self.do_anonymous_page(m, c, mm, vpn, store)
             } else {
@@ -424,6 +425,25 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// __pte_alloc: the fault at `vpn` of `mm` needs a PTE table where none is: a page from
+    /// the allocator, for mms made while the workload runs (the others' tables predate it).
+    pub(crate) fn pte_alloc(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+    ) -> Result<(), String> {
+        if self.mms[mm].pgd.is_none() || self.mms[mm].pgtable.covers(vpn) {
+            return Ok(());
+        }
+        let pfn = self
+            .alloc_pages_kernel(m, c, 0)
+            .ok_or_else(|| format!("{} (for a page table)", self.oom_message()))?;
+        self.mms[mm].pte_pages.push(pfn);
+        Ok(())
+    }
+
     /// wp_can_reuse_anon_folio: a shared-after-fork anon folio that only this PTE maps now
     /// (the others wrote their own copies or exited) is reused, once out of the swap cache
     /// (folio_free_swap, not while under writeback); it is exclusive again.

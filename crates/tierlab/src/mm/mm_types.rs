@@ -108,6 +108,8 @@ pub struct Mm {
     /// The PGD's frames, for mms made while the workload runs (those it starts with made
     /// theirs before time 0 and keep them).
     pub pgd: Option<u32>,
+    /// The frames of its PTE tables, for an mm with a PGD of its own (__pte_alloc).
+    pub pte_pages: Vec<u32>,
 }
 
 /// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
@@ -138,6 +140,7 @@ impl Mm {
             anon_vma_chain: vec![anon_vma],
             dead: false,
             pgd: None,
+            pte_pages: Vec::new(),
         }
     }
 

@@ -186,11 +186,15 @@ impl Kernel {
                 }
             }
         }
+        // free_pgtables: the PTE tables go to the gather (tlb_remove_table) and are freed
+        // after tlb_finish_mmu's flush, with the user pages still in it.
+        let tables = std::mem::take(&mut self.mms[mm].pte_pages);
+        tlb.pages.extend(tables);
         self.tlb_flush_mmu(m, c, &mut tlb, true);
         self.check_stale_after_unmap(m, mm, 0, u32::MAX);
         let space = &mut self.mms[mm];
         space.vmas = Vec::new();
-        space.pgtable = crate::mm::pgtable::PageTable::new();
+        space.pgtable = crate::mm::pgtable::PageTable::released();
         space.dead = true;
         let chain = std::mem::take(&mut space.anon_vma_chain);
         self.anon_vmas.unlink(&chain, mm as u32);

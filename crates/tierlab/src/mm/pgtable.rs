@@ -117,10 +117,25 @@ impl PageTable {
         self.leaf(t, m).map_or(0, |leaf| self.leaves[leaf][l])
     }
 
+    /// A table that has given its memory back (a torn-down mm's): every PTE reads none.
+    pub fn released() -> Self {
+        PageTable {
+            top: Vec::new(),
+            mids: Vec::new(),
+            leaves: Vec::new(),
+        }
+    }
+
+    /// Whether a PTE table covers `vpn` (its PMD is populated).
+    pub fn covers(&self, vpn: u32) -> bool {
+        let (t, m, _) = Self::split(vpn);
+        self.leaf(t, m).is_some()
+    }
+
     /// The PTE table of top and middle indices `t`, `m`, if it exists.
     #[inline]
     fn leaf(&self, t: usize, m: usize) -> Option<usize> {
-        let mid = self.top[t];
+        let mid = *self.top.get(t)?;
         if mid == NONE {
             return None;
         }
