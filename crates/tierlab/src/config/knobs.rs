@@ -42,16 +42,16 @@ knob_table! {
             source: "mm/page_alloc.c percpu_pagelist_high_fraction_sysctl_handler: 0 or >= MIN_PERCPU_PAGELIST_HIGH_FRACTION (8)";
         /// How much of Huang Ying's "mm: PCP high auto-tuning" series (seed 002, v2,
         /// <20230926060911.266511-1-ying.huang@intel.com>) the page allocator has: `base` (6.6),
-        /// then the levels the seed's tables report, each with the patches before it: `patch1`
-        /// (drain only on a second consecutive high-order free), `patch3` (with patch 2: keep a
-        /// batch when the CPU's data cache holds it), `patch5` (with 4: the batch scale cap, and
-        /// allocation batches that scale), `patch7` (with 6: high auto-tuned between high_min and
-        /// high_max, decayed by vmstat), `patch9` (with 8: high shrinks below the high watermark;
-        /// 9: decay by the list's minimum), `patch10` (consecutive-free count), and `merged`, what
-        /// Linux 6.7 took (v3: v2 without patch 9), the default.
+        /// or `patchN`, patches 1 to N: 1 drains only on a second consecutive high-order free;
+        /// 2 (cacheinfo) and 3 keep a batch when the CPU's data cache holds it; 4 caps the
+        /// batch scale; 5 scales allocation batches; 6 (high_min/high_max, no behaviour) and 7
+        /// tune high, decayed by vmstat; 8 shrinks it below the high watermark; 9 decays by
+        /// the list's minimum; 10 counts consecutive frees. `merged` is what Linux 6.7 took
+        /// (v3: v2 without patch 9), the default. The seed's tables measure base, 1, 3, 5, 7,
+        /// 9 and 10.
         pcp_series: PcpSeries = PcpSeries::Merged,
             path: TIERLAB,
-            range: Range::OneOf(&["base", "patch1", "patch3", "patch5", "patch7", "patch9", "patch10", "merged"]),
+            range: Range::OneOf(&PcpSeries::NAMES),
             source: "seed 002 (v2 cover letter); merged as commits ca71fe1ad922..6ccdcb6d3a74 in 6.7";
         /// log2 of the pages swap readahead reads at most (swap_vma_readahead's window).
         page_cluster: u32 = 3,
@@ -232,15 +232,20 @@ pub enum CheckLevel {
     Strict,
 }
 
-/// A level of the PCP high auto-tuning series (seed 002), ordered as the patches apply.
+/// A level of the PCP high auto-tuning series (seed 002, v2), ordered as the patches apply:
+/// `PatchN` has patches 1..=N.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PcpSeries {
     Base,
     Patch1,
+    Patch2,
     Patch3,
+    Patch4,
     Patch5,
+    Patch6,
     Patch7,
+    Patch8,
     Patch9,
     Patch10,
     #[default]
@@ -249,44 +254,38 @@ pub enum PcpSeries {
 
 impl PcpSeries {
     /// Every level, in order.
-    pub const ALL: [PcpSeries; 8] = [
+    pub const ALL: [PcpSeries; 12] = [
         PcpSeries::Base,
         PcpSeries::Patch1,
+        PcpSeries::Patch2,
         PcpSeries::Patch3,
+        PcpSeries::Patch4,
         PcpSeries::Patch5,
+        PcpSeries::Patch6,
         PcpSeries::Patch7,
+        PcpSeries::Patch8,
         PcpSeries::Patch9,
         PcpSeries::Patch10,
         PcpSeries::Merged,
     ];
 
+    /// The names the knob takes, in order.
+    pub const NAMES: [&'static str; 12] = [
+        "base", "patch1", "patch2", "patch3", "patch4", "patch5", "patch6", "patch7", "patch8",
+        "patch9", "patch10", "merged",
+    ];
+
     /// Whether patch `n` of v2 (1..=10) is applied (`merged` has all but 9).
     pub fn has(self, n: u32) -> bool {
-        let last = match self {
-            PcpSeries::Base => 0,
-            PcpSeries::Patch1 => 1,
-            PcpSeries::Patch3 => 3,
-            PcpSeries::Patch5 => 5,
-            PcpSeries::Patch7 => 7,
-            PcpSeries::Patch9 => 9,
-            PcpSeries::Patch10 => 10,
-            PcpSeries::Merged => return n != 9,
-        };
-        n <= last
+        match self {
+            PcpSeries::Merged => n != 9,
+            level => n <= level as u32,
+        }
     }
 
     /// The name the knob takes.
     pub fn name(self) -> &'static str {
-        match self {
-            PcpSeries::Base => "base",
-            PcpSeries::Patch1 => "patch1",
-            PcpSeries::Patch3 => "patch3",
-            PcpSeries::Patch5 => "patch5",
-            PcpSeries::Patch7 => "patch7",
-            PcpSeries::Patch9 => "patch9",
-            PcpSeries::Patch10 => "patch10",
-            PcpSeries::Merged => "merged",
-        }
+        Self::NAMES[self as usize]
     }
 }
 

@@ -462,9 +462,15 @@ mod tests {
         n.count_min = 30;
         n.decay_pcp_high();
         assert_eq!(n.high, 970, "v2 patch 9 decays by the list's minimum");
-        // Patch 8: below the high watermark a refill does not raise high.
-        let mut b = pcp(PcpSeries::Patch9);
+        // Patch 8: below the high watermark a refill does not raise high; patch 7 alone
+        // stops only while kswapd reclaims.
+        let mut b = pcp(PcpSeries::Patch8);
         b.nr_pcp_alloc(0, true, false);
         assert_eq!(b.high, 361);
+        let mut a = pcp(PcpSeries::Patch7);
+        a.nr_pcp_alloc(0, true, false);
+        assert_eq!(a.high, 361 + 63);
+        a.nr_pcp_alloc(0, false, true);
+        assert_eq!(a.high, 361 + 63, "no growth while kswapd reclaims");
     }
 }
