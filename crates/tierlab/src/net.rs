@@ -61,6 +61,12 @@ pub enum SockOp {
 }
 
 impl Kernel {
+    /// Thread `tid` sleeps in send or recv on CPU `c` until the other side wakes it.
+    pub(crate) fn sock_sleep(&mut self, m: &mut Machine, c: usize, tid: usize) {
+        self.sched.threads[tid].state = crate::sched::ThreadState::SockWait;
+        self.pick_next(m, c);
+    }
+
     /// send(2) of `bytes` by thread `tid` on CPU `c`. Err: no memory for the buffers.
     pub(crate) fn sock_send(
         &mut self,

@@ -153,12 +153,13 @@ impl Kernel {
         };
         (0..self.sched.rq.len())
             .min_by_key(|&i| {
-                let idle_stamp = if load(i) == 0 {
+                let load = load(i);
+                let idle_stamp = if load == 0 {
                     self.sched.rq[i].idle_stamp
                 } else {
                     0
                 };
-                (load(i), std::cmp::Reverse(idle_stamp), i)
+                (load, std::cmp::Reverse(idle_stamp), i)
             })
             .unwrap_or(0)
     }

@@ -475,9 +475,13 @@ impl Sim {
                     }
                 }
                 Op::Sleep(ns) => {
-                    self.k.sched.threads[tid].pos = pos;
-                    self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
-                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    self.end_quantum(
+                        c,
+                        tid,
+                        pos,
+                        std::mem::take(&mut buf),
+                        (start_clock, start_sys, accesses),
+                    );
                     self.k.thread_sleep(&mut self.hw, c, tid, ns);
                     return;
                 }
@@ -515,18 +519,26 @@ impl Sim {
                     }
                 }
                 Op::Barrier => {
-                    self.k.sched.threads[tid].pos = pos;
-                    self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
-                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    self.end_quantum(
+                        c,
+                        tid,
+                        pos,
+                        std::mem::take(&mut buf),
+                        (start_clock, start_sys, accesses),
+                    );
                     let now = self.hw.cpus[c].clock;
                     self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_barrier(&mut self.hw, c, tid);
                     return;
                 }
                 Op::Join => {
-                    self.k.sched.threads[tid].pos = pos;
-                    self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
-                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    self.end_quantum(
+                        c,
+                        tid,
+                        pos,
+                        std::mem::take(&mut buf),
+                        (start_clock, start_sys, accesses),
+                    );
                     let now = self.hw.cpus[c].clock;
                     self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_join(&mut self.hw, c, tid);
@@ -549,9 +561,13 @@ impl Sim {
                 }
                 Op::Wait => {
                     if !self.k.wait_reaps(&mut self.hw, c, tid) {
-                        self.k.sched.threads[tid].pos = pos;
-                        self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
-                        self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                        self.end_quantum(
+                            c,
+                            tid,
+                            pos,
+                            std::mem::take(&mut buf),
+                            (start_clock, start_sys, accesses),
+                        );
                         self.k.wait_sleep(&mut self.hw, c, tid);
                         return;
                     }
@@ -560,7 +576,15 @@ impl Sim {
                     match self.k.sock_send(&mut self.hw, c, tid, sock, bytes, kind) {
                         Ok(crate::net::SockOp::Done) => {}
                         Ok(crate::net::SockOp::Sleep) => {
-                            self.sock_sleep(c, tid, pos - 1, buf, start_clock, start_sys, accesses);
+                            // The op runs again when the thread is woken.
+                            self.end_quantum(
+                                c,
+                                tid,
+                                pos - 1,
+                                buf,
+                                (start_clock, start_sys, accesses),
+                            );
+                            self.k.sock_sleep(&mut self.hw, c, tid);
                             return;
                         }
                         Err(e) => self.fatal = Some(SimError(format!("thread {tid}: {e}"))),
@@ -570,14 +594,19 @@ impl Sim {
                     if self.k.sock_recv(&mut self.hw, c, tid, sock, bytes)
                         == crate::net::SockOp::Sleep
                     {
-                        self.sock_sleep(c, tid, pos - 1, buf, start_clock, start_sys, accesses);
+                        self.end_quantum(c, tid, pos - 1, buf, (start_clock, start_sys, accesses));
+                        self.k.sock_sleep(&mut self.hw, c, tid);
                         return;
                     }
                 }
                 Op::Exit => {
-                    self.k.sched.threads[tid].pos = pos;
-                    self.k.sched.threads[tid].buf = std::mem::take(&mut buf);
-                    self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+                    self.end_quantum(
+                        c,
+                        tid,
+                        pos,
+                        std::mem::take(&mut buf),
+                        (start_clock, start_sys, accesses),
+                    );
                     let now = self.hw.cpus[c].clock;
                     self.enter_phase(tid, None, now, 0, 0);
                     self.k.thread_exit(&mut self.hw, c, tid);
@@ -588,9 +617,7 @@ impl Sim {
                 stop = true;
             }
         }
-        self.k.sched.threads[tid].pos = pos;
-        self.k.sched.threads[tid].buf = buf;
-        self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+        self.end_quantum(c, tid, pos, buf, (start_clock, start_sys, accesses));
         if self.k.task_tick_numa(&mut self.hw, c, tid) {
             // task_numa_work is task work, run on the return to user mode (TWA_RESUME): a
             // fault the tick interrupted returns after the scan, and its instruction runs
@@ -603,23 +630,20 @@ impl Sim {
         self.k.maybe_preempt(&mut self.hw, c);
     }
 
-    /// Thread `tid` sleeps on its socket: the op at `pos` runs again when it is woken.
-    #[allow(clippy::too_many_arguments)]
-    fn sock_sleep(
+    /// The quantum of thread `tid` on CPU `c` ends with `pos` its next op in `buf`: keep them
+    /// and account the quantum (`start`: the clock, system cycles and accesses it began with).
+    fn end_quantum(
         &mut self,
         c: usize,
         tid: usize,
         pos: usize,
         buf: Vec<Op>,
-        start_clock: u64,
-        start_sys: u64,
-        accesses: u64,
+        start: (u64, u64, u64),
     ) {
         self.k.sched.threads[tid].pos = pos;
         self.k.sched.threads[tid].buf = buf;
+        let (start_clock, start_sys, accesses) = start;
         self.finish_quantum(c, start_clock, start_sys, accesses, tid);
-        self.k.sched.threads[tid].state = ThreadState::SockWait;
-        self.k.pick_next(&mut self.hw, c);
     }
 
     fn finish_quantum(&mut self, c: usize, start_clock: u64, start_sys: u64, acc: u64, tid: usize) {

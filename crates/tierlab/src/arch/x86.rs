@@ -173,7 +173,7 @@ impl X86 {
             };
             self.flush_tlb_multi(t, c, mask, info);
         } else if self.cpus[c].loaded_mm == mm as u32 {
-            self.flush_func_local(t, c, start_vpn, end_vpn, full);
+            self.flush_local(t, c, start_vpn, end_vpn, full, true);
         }
     }
 
@@ -259,25 +259,8 @@ impl X86 {
             None => mask.test(c),
         };
         if local {
-            self.flush_func_local(t, c, info.start_vpn, info.end_vpn, info.full);
+            self.flush_local(t, c, info.start_vpn, info.end_vpn, info.full, true);
         }
-    }
-
-    /// flush_tlb_func on the initiating CPU: one in lazy mode switches to init_mm instead
-    /// (its mm is being torn down under it), else the flush.
-    fn flush_func_local(
-        &mut self,
-        t: &mut TlbCtx,
-        c: usize,
-        start_vpn: u32,
-        end_vpn: u32,
-        full: bool,
-    ) {
-        if self.cpus[c].is_lazy {
-            self.switch_to_init_mm(c);
-            return;
-        }
-        self.flush_local(t, c, start_vpn, end_vpn, full, true);
     }
 
     /// switch_mm_irqs_off(NULL, &init_mm, NULL): the CPU leaves the user mm it kept lazily.
@@ -302,19 +285,12 @@ impl X86 {
                 return;
             }
         }
-        if loaded == NIL {
-            return;
-        }
-        if self.cpus[r].is_lazy {
-            // Lazy CPUs get here only for freed page tables: to init_mm rather than flush.
-            self.switch_to_init_mm(r);
-            return;
-        }
         self.flush_local(t, r, info.start_vpn, info.end_vpn, info.full, false);
     }
 
-    /// Flush the loaded mm's translations on CPU `c` and record it as current. As in
-    /// flush_tlb_func, a partial flush is done only when this CPU is exactly one generation
+    /// flush_tlb_func's work on CPU `c`: flush the loaded mm's translations and record it as
+    /// current. A lazy CPU switches to init_mm instead (remote ones get here only for freed
+    /// page tables). A partial flush is done only when this CPU is exactly one generation
     /// behind; a CPU that missed a generation (a deferred flush) flushes fully.
     fn flush_local(
         &mut self,
@@ -327,6 +303,10 @@ impl X86 {
     ) {
         let loaded = self.cpus[c].loaded_mm;
         if loaded == NIL {
+            return;
+        }
+        if self.cpus[c].is_lazy {
+            self.switch_to_init_mm(c);
             return;
         }
         let gen = t.mms[loaded as usize].tlb_gen;

@@ -188,9 +188,9 @@ impl Kernel {
     }
 
     /// __alloc_pages(GFP_KERNEL | __GFP_NOWARN, `order`) for the kernel's own use (pipe and
-    /// socket buffers, page tables) on CPU `c`'s node first: a per-CPU list up to
-    /// PAGE_ALLOC_COSTLY_ORDER, buddy above it, each zone at its low watermark; no reclaim
-    /// (the callers fall back to a lower order). Every page of the block is in use.
+    /// socket buffers, page tables) on CPU `c`'s node first, each zone at its low watermark
+    /// (rmqueue); no reclaim (the callers fall back to a lower order). Every page of the
+    /// block is in use.
     pub fn alloc_pages_kernel(&mut self, m: &mut Machine, c: usize, order: usize) -> Option<u32> {
         let preferred = m.cpus[c].node as usize;
         for i in 0..self.nodes[preferred].zonelist.len() {
@@ -198,18 +198,7 @@ impl Kernel {
             let now = m.cpus[c].clock;
             let zone = &mut self.nodes[n].zone;
             let mark = zone.wmark.low;
-            let (pfn, cycles) = if order <= crate::mm::page_alloc::PAGE_ALLOC_COSTLY_ORDER {
-                zone.rmqueue(&mut self.frames, c, order, now, &m.cost, mark)
-            } else if zone.watermark_ok(mark + (1 << order) - 1) {
-                let (pfn, cycles) = zone.alloc_pages_buddy(&mut self.frames, order, now, &m.cost);
-                if pfn.is_some() {
-                    zone.alloc_zone += 1 << order;
-                    zone.pgalloc += 1 << order;
-                }
-                (pfn, cycles)
-            } else {
-                (None, 0)
-            };
+            let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, order, now, &m.cost, mark);
             m.charge_sys(c, cycles);
             let Some(pfn) = pfn else {
                 continue;
@@ -227,8 +216,7 @@ impl Kernel {
         None
     }
 
-    /// __free_pages of a block `alloc_pages_kernel` gave, on CPU `c`: to the CPU's list of its
-    /// order (free_unref_page) up to PAGE_ALLOC_COSTLY_ORDER, else to buddy.
+    /// __free_pages of a block `alloc_pages_kernel` gave, on CPU `c` (free_unref_page).
     pub fn free_pages_kernel(&mut self, m: &mut Machine, c: usize, pfn: u32, order: usize) {
         for p in pfn..pfn + (1 << order) {
             let page = self.frames.get_mut(p);
@@ -238,15 +226,7 @@ impl Kernel {
         let n = self.frames.get(pfn).node as usize;
         let now = m.cpus[c].clock;
         let zone = &mut self.nodes[n].zone;
-        let cycles = if order <= crate::mm::page_alloc::PAGE_ALLOC_COSTLY_ORDER {
-            zone.free_unref_page(&mut self.frames, c, pfn, order, now, &m.cost)
-        } else {
-            zone.pgfree += 1 << order;
-            let hold = m.cost.zone_lock_base_cycles as u64;
-            let wait = zone.lock.acquire(now, hold);
-            zone.free_pages_buddy(&mut self.frames, pfn, order);
-            wait + hold
-        };
+        let cycles = zone.free_unref_page(&mut self.frames, c, pfn, order, now, &m.cost);
         m.charge_sys(c, cycles);
         self.vm.add(Vm::PgFree, 1 << order);
     }

@@ -347,7 +347,6 @@ impl Zone {
             alloced += 1;
         }
         self.pcp[cpu].lists[order] = list;
-        self.alloc_zone += (alloced as u64) << order;
         alloced
     }
 
@@ -395,10 +394,11 @@ impl Zone {
     }
 
     /// rmqueue() → rmqueue_pcplist() / __rmqueue_pcplist(), behind get_page_from_freelist()'s
-    /// watermark checks. An allocation of `order` (at most PAGE_ALLOC_COSTLY_ORDER) for `cpu`
-    /// at time `now`; `mark` is the watermark the caller checks against. Returns the pfn
-    /// (BUDDY/PCP cleared, lru links NIL) and the cycles to charge (pcp_alloc_cycles, plus
-    /// lock wait + hold when the list was refilled). A refusal costs 0 cycles.
+    /// watermark checks: an allocation of `order` for `cpu` at time `now`, from its list up to
+    /// PAGE_ALLOC_COSTLY_ORDER, from buddy above it (rmqueue_buddy); `mark` is the watermark
+    /// the caller checks against. Returns the pfn (BUDDY/PCP cleared, lru links NIL) and the
+    /// cycles to charge (pcp_alloc_cycles, plus lock wait + hold when the zone was taken
+    /// from). A refusal costs 0 cycles.
     pub fn rmqueue(
         &mut self,
         frames: &mut FrameTable,
@@ -415,6 +415,14 @@ impl Zone {
         if !self.watermark_ok(mark + (1 << order) - 1) {
             return (None, 0);
         }
+        if order > PAGE_ALLOC_COSTLY_ORDER {
+            let (pfn, cycles) = self.alloc_pages_buddy(frames, order, now, cost);
+            if pfn.is_some() {
+                self.alloc_zone += 1 << order;
+                self.pgalloc += 1 << order;
+            }
+            return (pfn, cycles);
+        }
         let mut cycles = cost.pcp_alloc_cycles as u64;
         self.pcp[cpu].on_alloc();
         self.pcp[cpu].stat_diff = true;
@@ -422,6 +430,7 @@ impl Zone {
             let (below_high, reclaim_active) = (self.below_high, self.reclaim_active);
             let batch = self.pcp[cpu].nr_pcp_alloc(order, below_high, reclaim_active);
             let alloced = self.rmqueue_bulk(frames, cpu, order, batch);
+            self.alloc_zone += (alloced as u64) << order;
             let hold = Self::lock_hold(cost, (alloced as u64) << order);
             let wait = self.lock.acquire(now, hold);
             cycles += wait + hold;
@@ -440,10 +449,10 @@ impl Zone {
         (Some(pfn), cycles)
     }
 
-    /// free_unref_page() → free_unref_page_commit(): free a block of `order` (at most
-    /// PAGE_ALLOC_COSTLY_ORDER) to `cpu`'s pageset, draining nr_pcp_free() pages to buddy
-    /// (free_pcppages_bulk under the lock) when the pageset reaches nr_pcp_high(). Returns
-    /// cycles to charge.
+    /// free_unref_page() → free_unref_page_commit(): free a block of `order` to `cpu`'s
+    /// pageset, draining nr_pcp_free() pages to buddy (free_pcppages_bulk under the lock)
+    /// when the pageset reaches nr_pcp_high(); above PAGE_ALLOC_COSTLY_ORDER straight to buddy
+    /// under the lock (free_one_page). Returns cycles to charge.
     #[allow(clippy::too_many_arguments)]
     pub fn free_unref_page(
         &mut self,
@@ -460,6 +469,12 @@ impl Zone {
             "double free of pfn {pfn}"
         );
         self.pgfree += 1 << order;
+        if order > PAGE_ALLOC_COSTLY_ORDER {
+            let hold = Self::lock_hold(cost, 1);
+            let wait = self.lock.acquire(now, hold);
+            self.free_one_page(frames, pfn, order, false);
+            return wait + hold;
+        }
         let (reclaim_active, below_high) = (self.reclaim_active, self.below_high);
         let pcp = &mut self.pcp[cpu];
         pcp.stat_diff = true;
@@ -545,7 +560,6 @@ impl Zone {
     /// Returns the pages moved.
     pub fn fill_pcp(&mut self, frames: &mut FrameTable, cpu: usize, count: u32, high: u32) -> u32 {
         let moved = self.rmqueue_bulk(frames, cpu, 0, count);
-        self.alloc_zone -= moved as u64;
         let pcp = &mut self.pcp[cpu];
         pcp.count += moved;
         pcp.high = kclamp(high as i64, pcp.high_min as i64, pcp.high_max as i64) as u32;
