@@ -61,6 +61,7 @@ counters!(
     PgMigrateSuccess => "pgmigrate_success",
     PgMigrateFail => "pgmigrate_fail",
     NumaPteUpdates => "numa_pte_updates",
+    NumaHugePteUpdates => "numa_huge_pte_updates",
     NumaHintFaults => "numa_hint_faults",
     NumaHintFaultsLocal => "numa_hint_faults_local",
     NumaPagesMigrated => "numa_pages_migrated",
@@ -78,6 +79,15 @@ counters!(
     PgPromoteFailFile => "pgpromote_fail_file",
     PgDemoteAnon => "pgdemote_anon",
     PgDemoteFile => "pgdemote_file",
+    ThpFaultAlloc => "thp_fault_alloc",
+    ThpFaultFallback => "thp_fault_fallback",
+    ThpSplitPage => "thp_split_page",
+    ThpDeferredSplitPage => "thp_deferred_split_page",
+    ThpSplitPmd => "thp_split_pmd",
+    ThpMigrationSuccess => "thp_migration_success",
+    ThpMigrationFail => "thp_migration_fail",
+    ThpMigrationSplit => "thp_migration_split",
+    ThpZeroPageAlloc => "thp_zero_page_alloc",
 });
 
 counters!(

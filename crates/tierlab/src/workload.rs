@@ -14,6 +14,11 @@ pub mod prot {
 /// madvise(2) advice values (include/uapi/asm-generic/mman-common.h).
 pub mod advice {
     pub const MADV_DONTNEED: u8 = 4;
+    /// VM_HUGEPAGE: THP for this range when `enabled` is `madvise` (and direct compaction
+    /// when `defrag` is `madvise`).
+    pub const MADV_HUGEPAGE: u8 = 14;
+    /// VM_NOHUGEPAGE: never THP for this range.
+    pub const MADV_NOHUGEPAGE: u8 = 15;
     pub const MADV_COLD: u8 = 20;
     pub const MADV_PAGEOUT: u8 = 21;
 }

@@ -81,6 +81,27 @@ knob_table! {
             path: "/sys/kernel/mm/lru_gen/min_ttl_ms",
             range: Range::Int(0, UINT_MAX),
             source: "mm/vmscan.c min_ttl_ms_store: kstrtouint";
+        /// Transparent huge pages for anonymous memory: `always` (every anon VMA with an
+        /// aligned 2 MiB range, unless MADV_NOHUGEPAGE), `madvise` (only MADV_HUGEPAGE ranges)
+        /// or `never`. The kernel's Kconfig default and Debian's 6.12 are `always`; tierlab
+        /// keeps `never` as its default so results stay comparable with a THP-off kernel.
+        transparent_hugepage_enabled: ThpEnabled = ThpEnabled::Never,
+            path: "/sys/kernel/mm/transparent_hugepage/enabled",
+            range: Range::OneOf(&["always", "madvise", "never"]),
+            source: "mm/huge_memory.c enabled_store; Kconfig TRANSPARENT_HUGEPAGE_ALWAYS";
+        /// How hard a THP fault tries for an order-9 block (vma_thp_gfp_mask): `always`
+        /// (direct reclaim), `defer` (wake kswapd), `defer+madvise`, `madvise` (direct reclaim
+        /// for MADV_HUGEPAGE ranges only, the default) or `never` (free blocks only). tierlab
+        /// has no compaction: reclaim frees pages, it does not assemble blocks.
+        transparent_hugepage_defrag: ThpDefrag = ThpDefrag::Madvise,
+            path: "/sys/kernel/mm/transparent_hugepage/defrag",
+            range: Range::OneOf(&["always", "defer", "defer+madvise", "madvise", "never"]),
+            source: "mm/huge_memory.c defrag_store; default TRANSPARENT_HUGEPAGE_REQ_MADV_FLAG";
+        /// A read fault in a THP range maps the huge zero page (do_huge_pmd_anonymous_page).
+        transparent_hugepage_use_zero_page: bool = true,
+            path: "/sys/kernel/mm/transparent_hugepage/use_zero_page",
+            range: Range::Any,
+            source: "mm/huge_memory.c use_zero_page_store: kstrtoul, default on";
         /// TPP's demotion watermark above high on top-tier nodes, in 1/10000 of the node; 0 = off.
         /// TPP's default is 200 (2 %); kswapd demotes until free pages exceed it. Not upstream.
         demote_scale_factor: u32 = 0,
@@ -289,7 +310,30 @@ impl PcpSeries {
     }
 }
 
-enum_knob_value!(CheckLevel, MigrcBreak, TlbBreak, PcpSeries);
+/// /sys/kernel/mm/transparent_hugepage/enabled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThpEnabled {
+    Always,
+    Madvise,
+    #[default]
+    Never,
+}
+
+/// /sys/kernel/mm/transparent_hugepage/defrag.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThpDefrag {
+    Always,
+    Defer,
+    #[serde(rename = "defer+madvise")]
+    DeferMadvise,
+    #[default]
+    Madvise,
+    Never,
+}
+
+enum_knob_value!(CheckLevel, MigrcBreak, TlbBreak, PcpSeries, ThpEnabled, ThpDefrag);
 
 knob_table! {
     /// `[sim]`: the simulation engine.
@@ -369,5 +413,9 @@ knob_table! {
             path: TIERLAB,
             range: Range::OneOf(&["none", "skip_batched_flush"]),
             source: "tierlab tests (arm64.rs)";
+        /// Skip the TLB flush of a huge PMD split (pmdp_invalidate's flush_pmd_tlb_range), to
+        /// prove the checker catches a 2 MiB entry left over a range now mapped by PTEs.
+        thp_split_skip_flush: bool = false,
+            path: TIERLAB, range: Range::Any, source: "tierlab tests (thp.rs)";
     }
 }

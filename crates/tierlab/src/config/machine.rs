@@ -159,6 +159,13 @@ knob_table! {
         /// L1 data TLB ways.
         dtlb_ways: u32 = 4,
             path: TIERLAB, range: Range::Rule(TLB_WAYS), source: "tierlab machine/tlb.rs";
+        /// L1 data TLB entries for 2 MiB pages (a separate structure on x86 server cores;
+        /// the STLB holds both sizes).
+        dtlb_2m_entries: u32 = 32,
+            path: TIERLAB, range: Range::Rule(TLB_GEOMETRY), source: "Intel 64 and IA-32 Architectures Optimization Reference Manual, Skylake server microarchitecture: DTLB 2M/4M, 32 entries, 4-way; STLB 1536 entries shared by 4K and 2M pages";
+        /// L1 2 MiB data TLB ways.
+        dtlb_2m_ways: u32 = 4,
+            path: TIERLAB, range: Range::Rule(TLB_WAYS), source: "as dtlb_2m_entries";
         /// L1 instruction TLB entries.
         itlb_entries: u32 = 128,
             path: TIERLAB, range: Range::Rule(TLB_GEOMETRY), source: "tierlab machine/tlb.rs";

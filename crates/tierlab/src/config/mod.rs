@@ -17,7 +17,8 @@ pub use error::ConfigError;
 pub use knob::{on_off, Knob, Range};
 pub use knobs::{
     ArchKnobs, CheckLevel, DebugConfig, KernelSysctl, MigrcBreak, PcpSeries, ScenarioMeta,
-    SimConfig, TlbBreak, VmSysctl, X86Knobs, NUMA_BALANCING_MEMORY_TIERING, NUMA_BALANCING_NORMAL,
+    SimConfig, ThpDefrag, ThpEnabled, TlbBreak, VmSysctl, X86Knobs, NUMA_BALANCING_MEMORY_TIERING,
+    NUMA_BALANCING_NORMAL,
 };
 pub use machine::{Arch, MachineConfig, NodeConfig, SwapConfig, TlbConfig};
 

@@ -122,6 +122,7 @@ impl Config {
         let m = &self.machine;
         for (name, e, w) in [
             ("dtlb", m.tlb.dtlb_entries, m.tlb.dtlb_ways),
+            ("dtlb_2m", m.tlb.dtlb_2m_entries, m.tlb.dtlb_2m_ways),
             ("itlb", m.tlb.itlb_entries, m.tlb.itlb_ways),
             ("stlb", m.tlb.stlb_entries, m.tlb.stlb_ways),
         ] {

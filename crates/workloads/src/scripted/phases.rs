@@ -122,10 +122,12 @@ pub(super) fn plan(
                     Some("pageout") => advice::MADV_PAGEOUT,
                     Some("cold") => advice::MADV_COLD,
                     Some("dontneed") => advice::MADV_DONTNEED,
+                    Some("hugepage") => advice::MADV_HUGEPAGE,
+                    Some("nohugepage") => advice::MADV_NOHUGEPAGE,
                     Some(a) => {
                         return Err(at.err(
                             "advice",
-                            format!("unknown advice {a:?} (expected pageout, cold or dontneed)"),
+                            format!("unknown advice {a:?} (expected pageout, cold, dontneed, hugepage or nohugepage)"),
                         ))
                     }
                     None => return Err(at.err("advice", "a `madvise` phase needs advice")),
