@@ -297,7 +297,7 @@ impl Kernel {
                     continue;
                 }
                 let pfn = pte::pfn(p);
-                if pfn == self.zero_pfn {
+                if self.is_zero_pfn(pfn) {
                     continue;
                 }
                 let page = *self.frames.get(pfn);
@@ -333,7 +333,7 @@ impl Kernel {
             .iter()
             .enumerate()
             .filter(|(pfn, page)| {
-                *pfn as u32 != self.zero_pfn
+                !self.is_zero_pfn(*pfn as u32)
                     && page.has(pg::USED)
                     && page.mapcount as u32 != mapcount[*pfn]
             })
@@ -410,7 +410,7 @@ impl Kernel {
             .iter()
             .enumerate()
             .filter(|(pfn, p)| {
-                *pfn as u32 != self.zero_pfn && p.has(pg::USED) && !p.has(pg::RESERVED)
+                !self.is_zero_pfn(*pfn as u32) && p.has(pg::USED) && !p.has(pg::RESERVED)
             })
             .filter_map(|(pfn, p)| {
                 let expected = u8::from(!p.has(pg::ISOLATED));
@@ -448,16 +448,20 @@ impl Kernel {
         let mut bad = Vec::new();
         for c in 0..m.cpus.len() {
             let cpu = &m.cpus[c];
-            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
-                for (vpn, asid, data) in tlb.valid_entries() {
+            for tlb in [&cpu.dtlb, &cpu.dtlb_2m, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data, pages) in tlb.valid_entries() {
                     let Some(mm) = self.arch_entry_usable(m, c, asid) else {
                         continue;
                     };
                     let p = self.mms[mm].pgtable.get(vpn);
                     let pfn = crate::machine::tlb::tlb_pfn(data);
                     let writable = data & crate::machine::tlb::TLB_WRITE != 0;
-                    let ok =
-                        pte::present(p) && pte::pfn(p) == pfn && (!writable || p & pte::WRITE != 0);
+                    // A 2 MiB entry needs a huge PMD (a split flushes it), a 4 KiB one a PTE.
+                    let size_ok = (pages > 1) == (p & pte::HUGE != 0);
+                    let ok = size_ok
+                        && pte::present(p)
+                        && pte::pfn(p) == pfn
+                        && (!writable || p & pte::WRITE != 0);
                     if !ok && !self.stale_entry_covered(c, pfn, data) {
                         bad.push(Violation::StaleTlb {
                             when: when.into(),
@@ -482,10 +486,16 @@ impl Kernel {
         let mut out = Vec::new();
         for c in 0..m.cpus.len() {
             let cpu = &m.cpus[c];
-            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
-                for (vpn, asid, data) in tlb.valid_entries() {
-                    if vpn >= s && vpn < e && self.arch_entry_usable(m, c, asid) == Some(mm) {
-                        out.push((c, vpn, crate::machine::tlb::tlb_pfn(data)));
+            for tlb in [&cpu.dtlb, &cpu.dtlb_2m, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data, pages) in tlb.valid_entries() {
+                    // The first address of [s, e) the entry translates, if any.
+                    let first = vpn.max(s);
+                    if first < e
+                        && (first - vpn) < pages
+                        && self.arch_entry_usable(m, c, asid) == Some(mm)
+                    {
+                        let pfn = crate::machine::tlb::tlb_pfn(data) + (first - vpn);
+                        out.push((c, first, pfn));
                     }
                 }
             }
@@ -505,6 +515,36 @@ impl Kernel {
                 vaddr: (vpn as u64) << PAGE_SHIFT,
                 pfn,
             });
+        }
+    }
+
+    /// Strict mode, after a huge PMD became a PTE table: no CPU may keep the 2 MiB
+    /// translation (pmdp_invalidate flushed it), whose permissions the PTEs no longer share.
+    pub(crate) fn check_stale_after_split(&mut self, m: &Machine, mm: usize, base: u32) {
+        if self.checker.level != CheckLevel::Strict {
+            return;
+        }
+        let mut bad = Vec::new();
+        for c in 0..m.cpus.len() {
+            let cpu = &m.cpus[c];
+            for tlb in [&cpu.dtlb_2m, &cpu.stlb] {
+                for (vpn, asid, data, pages) in tlb.valid_entries() {
+                    if pages > 1 && vpn == base && self.arch_entry_usable(m, c, asid) == Some(mm) {
+                        bad.push(Violation::StaleTlb {
+                            when: "huge PMD split".into(),
+                            cpu: c,
+                            mm,
+                            vaddr: (vpn as u64) << PAGE_SHIFT,
+                            pfn: crate::machine::tlb::tlb_pfn(data),
+                            writable: data & crate::machine::tlb::TLB_WRITE != 0,
+                            pte: self.mms[mm].pgtable.get(vpn),
+                        });
+                    }
+                }
+            }
+        }
+        for v in bad {
+            self.checker.report(v);
         }
     }
 
@@ -535,11 +575,13 @@ impl Kernel {
         let mut bad = Vec::new();
         for c in 0..m.cpus.len() {
             let cpu = &m.cpus[c];
-            for tlb in [&cpu.dtlb, &cpu.itlb, &cpu.stlb] {
-                for (vpn, asid, data) in tlb.valid_entries() {
-                    if crate::machine::tlb::tlb_pfn(data) != pfn {
+            for tlb in [&cpu.dtlb, &cpu.dtlb_2m, &cpu.itlb, &cpu.stlb] {
+                for (vpn, asid, data, pages) in tlb.valid_entries() {
+                    let first = crate::machine::tlb::tlb_pfn(data);
+                    if pfn < first || pfn - first >= pages {
                         continue;
                     }
+                    let vpn = vpn + (pfn - first);
                     if let Some(mm) = self.arch_entry_usable(m, c, asid) {
                         bad.push(Violation::FrameReuse {
                             pfn,

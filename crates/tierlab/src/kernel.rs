@@ -98,6 +98,8 @@ pub struct Kernel {
     pub tiers: MemoryTiers,
     /// The shared zero page (my_zero_pfn) that read faults on untouched anon memory map.
     pub zero_pfn: u32,
+    /// The huge zero page's first frame, once a read fault in a THP range has made it.
+    pub huge_zero_pfn: Option<u32>,
     /// The reclaim context's pending batched flush (current->tlb_ubc).
     pub tlb_ubc: TlbUbc,
     /// MIGRC's deferred-flush state (kernel.migrc).

@@ -125,6 +125,9 @@ pub struct NodeResult {
     pub pcp_pages_mean: f64,
     pub anon: u64,
     pub file: u64,
+    /// PMD-mapped anon THPs on the node (NR_ANON_THPS / HPAGE_PMD_NR; meminfo's
+    /// AnonHugePages is this × 2048 kB).
+    pub anon_thps: u64,
     pub lru: LruSizes,
     pub watermarks: WatermarkResult,
     pub pageset: PagesetResult,
@@ -395,6 +398,10 @@ fn vmstat(sim: &Sim) -> CounterMap {
     item("nr_isolated", k.nodes.iter().map(|n| n.nr_isolated).sum());
     item("nr_anon_pages", k.mms.iter().map(|mm| mm.rss_anon).sum());
     item(
+        "nr_anon_transparent_hugepages",
+        (0..k.nodes.len()).map(|n| k.anon_thps_on(n)).sum(),
+    );
+    item(
         "nr_mapped",
         k.mms.iter().map(|mm| mm.rss_file + mm.rss_shmem).sum(),
     );
@@ -423,6 +430,7 @@ fn nodes(sim: &Sim) -> Vec<NodeResult> {
                 pcp_pages_mean: mean_pcp(sim, n),
                 anon: node.nr_anon,
                 file: node.nr_file,
+                anon_thps: k.anon_thps_on(n),
                 lru: LruSizes {
                     inactive_anon: node.lru_size(0),
                     active_anon: node.lru_size(1),

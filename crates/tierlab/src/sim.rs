@@ -13,7 +13,7 @@ use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::machine::Machine;
 use crate::mm::page::NIL;
-use crate::mm::pgtable::{pte, PAGE_SHIFT, USER_VA_END};
+use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
 use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
 use crate::workload::{Mark, Op, Workload};
@@ -687,9 +687,40 @@ impl Sim {
                         + self.mem_cycles(c, tlb_pfn(d), vaddr, store);
                 }
                 cached = Cached::Stlb;
+            } else if self.hw.huge_tlb && kind != AccessKind::IFetch {
+                if let Some(cyc) = self.access_huge(c, vaddr, vpn, store) {
+                    return cyc;
+                }
             }
         }
         self.access_slow(c, tid, vaddr, vpn, kind, cached)
+    }
+
+    /// The 2 MiB TLBs after a 4 KiB miss: the L1 dTLB for 2 MiB pages, then the STLB's 2 MiB
+    /// entries. None: no usable entry (a walk follows).
+    #[inline]
+    fn access_huge(&mut self, c: usize, vaddr: u64, vpn: u32, store: bool) -> Option<u64> {
+        let cpu = &mut self.hw.cpus[c];
+        let asid = cpu.cur_asid;
+        let hvpn = vpn >> 9;
+        let sub = vpn & (HPAGE_PMD_NR - 1);
+        if let Some(i) = cpu.dtlb_2m.lookup_huge(hvpn, asid) {
+            let d = cpu.dtlb_2m.data(i);
+            if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                return Some(self.mem_cycles(c, tlb_pfn(d) + sub, vaddr, store));
+            }
+        } else if let Some(i) = cpu.stlb.lookup_huge(hvpn, asid) {
+            let d = cpu.stlb.data(i);
+            if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                cpu.dtlb_2m.insert_huge(hvpn, asid, d);
+                cpu.perf.inc(Perf::StlbHits);
+                return Some(
+                    self.hw.cost.stlb_hit_cycles as u64
+                        + self.mem_cycles(c, tlb_pfn(d) + sub, vaddr, store),
+                );
+            }
+        }
+        None
     }
 
     /// The data access after translation: a cache-filter hit, or the latency of the frame's
@@ -731,6 +762,17 @@ impl Sim {
             } else {
                 0
             };
+            if p & pte::HUGE != 0 && pte::present(p) && (!store || p & pte::WRITE != 0) {
+                if kind == AccessKind::IFetch {
+                    // No 2 MiB iTLB is modelled: an instruction fetch from a THP walks.
+                    if !counted {
+                        cycles += self.hw.cost.page_walk_cycles as u64;
+                        count_walk(&mut self.hw.cpus[c], kind);
+                    }
+                    return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store);
+                }
+                return cycles + self.walk_huge(c, mm, vaddr, vpn, p, store, counted);
+            }
             if pte::present(p) && (!store || p & pte::WRITE != 0) {
                 let cpu = &mut self.hw.cpus[c];
                 match cached {
@@ -801,6 +843,56 @@ impl Sim {
                 return cycles;
             }
         }
+    }
+}
+
+impl Sim {
+    /// A walk that ends at a present huge PMD allowing the access: the hardware sets the
+    /// PMD's A/D bits and caches a 2 MiB entry in the L1 dTLB and the STLB.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_huge(
+        &mut self,
+        c: usize,
+        mm: usize,
+        vaddr: u64,
+        vpn: u32,
+        p: u64,
+        store: bool,
+        counted: bool,
+    ) -> u64 {
+        let mut cycles = 0;
+        let cpu = &mut self.hw.cpus[c];
+        let asid = cpu.cur_asid;
+        if !counted {
+            cycles += self.hw.cost.page_walk_cycles as u64;
+            count_walk(
+                cpu,
+                if store {
+                    AccessKind::Store
+                } else {
+                    AccessKind::Load
+                },
+            );
+        }
+        let pmd = self.k.mms[mm].pgtable.huge_pmd(vpn);
+        let mut np = pmd;
+        if pmd & pte::YOUNG == 0 {
+            np |= pte::YOUNG;
+            cycles += self.hw.cost.accessed_bit_cycles as u64;
+            cpu.perf.inc(Perf::AbitAssists);
+        }
+        if store && pmd & pte::DIRTY == 0 {
+            np |= pte::DIRTY;
+            cycles += self.hw.cost.dirty_bit_cycles as u64;
+            cpu.perf.inc(Perf::DbitAssists);
+        }
+        let data = tlb_data(pte::pfn(pmd), np & pte::WRITE != 0, np & pte::DIRTY != 0);
+        cpu.dtlb_2m.insert_huge(vpn >> 9, asid, data);
+        cpu.stlb.insert_huge(vpn >> 9, asid, data);
+        if np != pmd {
+            self.k.mms[mm].pgtable.set_huge_pmd(vpn, np);
+        }
+        cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store)
     }
 }
 

@@ -103,12 +103,26 @@ impl Arm64 {
     /// __flush_tlb_range (flush_tlb_page for one page): TLBI VALE1IS per page, or TLBI
     /// ASIDE1IS for MAX_TLBI_OPS pages or more (flush_tlb_mm), then DSB ISH.
     pub fn flush_tlb_range(&mut self, t: &mut TlbCtx, c: usize, mm: usize, s: u32, e: u32) {
+        self.flush_tlb_range_stride(t, c, mm, s, e, 0);
+    }
+
+    /// __flush_tlb_range with a stride of 2^`stride_shift` pages (PMD_SIZE for a huge PMD:
+    /// one TLBI per 2 MiB).
+    pub fn flush_tlb_range_stride(
+        &mut self,
+        t: &mut TlbCtx,
+        c: usize,
+        mm: usize,
+        s: u32,
+        e: u32,
+        stride_shift: u32,
+    ) {
         let asid = self.asids.asid_of(mm);
-        let pages = e.saturating_sub(s);
-        if pages >= MAX_TLBI_OPS {
+        let ops = e.saturating_sub(s) >> stride_shift;
+        if ops >= MAX_TLBI_OPS {
             self.tlbi(t, c, Tlbi::Asid { mm, asid });
         } else {
-            for vpn in s..e {
+            for vpn in (s..e).step_by(1 << stride_shift) {
                 self.tlbi(t, c, Tlbi::Page { mm, asid, vpn });
             }
         }

@@ -106,8 +106,30 @@ impl Kernel {
             vm: &mut self.vm,
         };
         match &mut self.arch {
-            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, s, e, false),
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, (s, e, 0), false),
             Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, s, e),
+        }
+    }
+
+    /// flush_tlb_range with a stride of 2^`stride_shift` pages (flush_pmd_tlb_range: one
+    /// invalidation per huge PMD).
+    pub fn flush_tlb_range_stride(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        s: u32,
+        e: u32,
+        stride_shift: u32,
+    ) {
+        let mut t = TlbCtx {
+            m,
+            mms: &mut self.mms,
+            vm: &mut self.vm,
+        };
+        match &mut self.arch {
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, (s, e, stride_shift), false),
+            Arch::Arm64(a) => a.flush_tlb_range_stride(&mut t, c, mm, s, e, stride_shift),
         }
     }
 
@@ -120,7 +142,7 @@ impl Kernel {
             vm: &mut self.vm,
         };
         match &mut self.arch {
-            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, 0, u32::MAX, true),
+            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, (0, u32::MAX, 0), true),
             // arm64's tlb_flush: a torn-down mm's walk caches go with flush_tlb_mm.
             Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, 0, u32::MAX),
         }

@@ -59,6 +59,8 @@ pub struct FlushInfo {
     pub mm: Option<usize>,
     pub start_vpn: u32,
     pub end_vpn: u32,
+    /// log2 of the pages one INVLPG covers in the range (9 for a huge PMD's 2 MiB).
+    pub stride_shift: u32,
     pub full: bool,
     pub trim_cpumask: bool,
     /// Page tables were freed (tlb_finish_mmu after free_pgtables): every CPU of the mask
@@ -143,18 +145,18 @@ impl X86 {
         }
     }
 
-    /// flush_tlb_mm_range: flush [start, end) of `mm` everywhere it may be cached.
+    /// flush_tlb_mm_range: flush [start, end) of `mm`, one invalidation per 2^stride_shift
+    /// pages, everywhere it may be cached.
     pub fn flush_tlb_mm_range(
         &mut self,
         t: &mut TlbCtx,
         c: usize,
         mm: usize,
-        start_vpn: u32,
-        end_vpn: u32,
+        (start_vpn, end_vpn, stride_shift): (u32, u32, u32),
         freed_tables: bool,
     ) {
         t.mms[mm].tlb_gen += 1;
-        let full = end_vpn.saturating_sub(start_vpn) > self.ceiling;
+        let full = end_vpn.saturating_sub(start_vpn) >> stride_shift > self.ceiling;
         let mask = t.mms[mm].cpumask;
         if mask.any_but(c) {
             // should_trim_cpumask: at most once per second per mm.
@@ -167,13 +169,14 @@ impl X86 {
                 mm: Some(mm),
                 start_vpn,
                 end_vpn,
+                stride_shift,
                 full,
                 trim_cpumask: trim,
                 freed_tables,
             };
             self.flush_tlb_multi(t, c, mask, info);
         } else if self.cpus[c].loaded_mm == mm as u32 {
-            self.flush_local(t, c, start_vpn, end_vpn, full, true);
+            self.flush_local(t, c, (start_vpn, end_vpn, stride_shift), full, true);
         }
     }
 
@@ -190,6 +193,7 @@ impl X86 {
             mm: None,
             start_vpn: 0,
             end_vpn: 0,
+            stride_shift: 0,
             full: true,
             trim_cpumask: false,
             freed_tables: false,
@@ -197,7 +201,7 @@ impl X86 {
         if mask.any_but(c) {
             self.flush_tlb_multi(t, c, mask, info);
         } else if mask.test(c) {
-            self.flush_local(t, c, 0, 0, true, true);
+            self.flush_local(t, c, (0, 0, 0), true, true);
         }
     }
 
@@ -259,7 +263,8 @@ impl X86 {
             None => mask.test(c),
         };
         if local {
-            self.flush_local(t, c, info.start_vpn, info.end_vpn, info.full, true);
+            let range = (info.start_vpn, info.end_vpn, info.stride_shift);
+            self.flush_local(t, c, range, info.full, true);
         }
     }
 
@@ -285,7 +290,8 @@ impl X86 {
                 return;
             }
         }
-        self.flush_local(t, r, info.start_vpn, info.end_vpn, info.full, false);
+        let range = (info.start_vpn, info.end_vpn, info.stride_shift);
+        self.flush_local(t, r, range, info.full, false);
     }
 
     /// flush_tlb_func's work on CPU `c`: flush the loaded mm's translations and record it as
@@ -296,8 +302,7 @@ impl X86 {
         &mut self,
         t: &mut TlbCtx,
         c: usize,
-        start_vpn: u32,
-        end_vpn: u32,
+        (start_vpn, end_vpn, stride_shift): (u32, u32, u32),
         full: bool,
         initiator: bool,
     ) {
@@ -327,12 +332,12 @@ impl X86 {
                 t.vm.inc(Vm::NrTlbLocalFlushAll);
             }
         } else {
-            for vpn in start_vpn..end_vpn {
+            for vpn in (start_vpn..end_vpn).step_by(1 << stride_shift) {
                 cpu.flush_page(vpn, asid);
                 cpu.perf.inc(Perf::TlbFlushDtlbThread);
                 cpu.perf.inc(Perf::TlbFlushStlbAny);
             }
-            let n = (end_vpn - start_vpn) as u64;
+            let n = ((end_vpn - start_vpn) >> stride_shift).max(1) as u64;
             let cycles = t.m.cost.invlpg_cycles as u64 * n;
             t.m.charge_sys(c, cycles);
             if initiator {

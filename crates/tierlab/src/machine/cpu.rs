@@ -12,6 +12,8 @@ pub struct Cpu {
     /// Cycles since boot; every CPU runs at the machine's clock rate.
     pub clock: u64,
     pub dtlb: Tlb,
+    /// The L1 dTLB for 2 MiB pages (THP); 4 KiB and 2 MiB entries share the STLB.
+    pub dtlb_2m: Tlb,
     pub itlb: Tlb,
     pub stlb: Tlb,
     pub perf: PerfCounters,
@@ -42,6 +44,7 @@ impl Cpu {
             node,
             clock: 0,
             dtlb: Tlb::new(tlb.dtlb_entries, tlb.dtlb_ways),
+            dtlb_2m: Tlb::new(tlb.dtlb_2m_entries, tlb.dtlb_2m_ways),
             itlb: Tlb::new(tlb.itlb_entries, tlb.itlb_ways),
             stlb: Tlb::new(tlb.stlb_entries, tlb.stlb_ways),
             perf: PerfCounters::default(),
@@ -98,6 +101,7 @@ impl Cpu {
     /// Drop every TLB entry (TLBI VMALLE1 / a CR3 write without PCID).
     pub fn flush_all(&mut self) {
         self.dtlb.flush_all();
+        self.dtlb_2m.flush_all();
         self.itlb.flush_all();
         self.stlb.flush_all();
     }
@@ -105,13 +109,16 @@ impl Cpu {
     /// Drop every TLB entry of one PCID from all three TLBs.
     pub fn flush_asid(&mut self, asid: u16) {
         self.dtlb.flush_pcid(asid);
+        self.dtlb_2m.flush_pcid(asid);
         self.itlb.flush_pcid(asid);
         self.stlb.flush_pcid(asid);
     }
 
-    /// Drop the translations of one page of one PCID (INVLPG / INVPCID individual).
+    /// Drop the translations of one address of one PCID, of either page size (INVLPG /
+    /// INVPCID individual).
     pub fn flush_page(&mut self, vpn: u32, asid: u16) {
         self.dtlb.invalidate_page(vpn, asid);
+        self.dtlb_2m.invalidate_page(vpn, asid);
         self.itlb.invalidate_page(vpn, asid);
         self.stlb.invalidate_page(vpn, asid);
     }

@@ -35,6 +35,8 @@ pub struct Machine {
     pub vcpu_turns: bool,
     /// The guest's LAPIC clockevent `mult` (shift 32), from `machine.lapic_timer_period`.
     pub lapic_mult: u64,
+    /// THP is not `never`: a TLB miss also looks for a 2 MiB entry.
+    pub huge_tlb: bool,
 }
 
 impl Machine {
@@ -81,6 +83,7 @@ impl Machine {
             shared_core: m.shared_core,
             vcpu_turns: m.vcpu_turns,
             lapic_mult: lapic::clockevent_mult(m.lapic_timer_period, crate::kernel::CONFIG_HZ),
+            huge_tlb: cfg.vm.transparent_hugepage_enabled != crate::config::ThpEnabled::Never,
         }
     }
 

@@ -24,6 +24,18 @@ fn make_tag(vpn: u32, pcid: u16) -> u64 {
     (1u64 << 63) | ((vpn as u64) << 16) | pcid as u64
 }
 
+/// A tag's page-size bit: the entry maps a 2 MiB page, its number `vpn >> 9` in the vpn field
+/// (an STLB holds both sizes; a 2 MiB L1 dTLB holds only these).
+const HUGE_TAG: u64 = 1 << 62;
+
+/// 4 KiB pages in a 2 MiB page (HPAGE_PMD_NR).
+pub const HUGE_PAGES: u32 = 512;
+
+#[inline]
+fn make_huge_tag(hvpn: u32, pcid: u16) -> u64 {
+    make_tag(hvpn, pcid) | HUGE_TAG
+}
+
 #[derive(Clone, Debug)]
 pub struct Tlb {
     ways: usize,
@@ -92,6 +104,31 @@ impl Tlb {
         Some(base + found)
     }
 
+    /// Look up the 2 MiB translation of huge page `hvpn` (vpn >> 9), as `lookup` does.
+    #[inline]
+    pub fn lookup_huge(&mut self, hvpn: u32, pcid: u16) -> Option<usize> {
+        let set = self.set_of(hvpn);
+        let base = set * self.ways;
+        let tag = make_huge_tag(hvpn, pcid);
+        let found = self.tags[base..base + self.ways]
+            .iter()
+            .position(|&t| t == tag)?;
+        self.touch(set, found);
+        Some(base + found)
+    }
+
+    /// Insert or refresh the 2 MiB translation of huge page `hvpn`; `data` names its first
+    /// frame.
+    pub fn insert_huge(&mut self, hvpn: u32, pcid: u16, data: u32) {
+        match self.lookup_huge(hvpn, pcid) {
+            Some(i) => self.data[i] = data,
+            None => {
+                let idx = self.insert(hvpn, pcid, data);
+                self.tags[idx] |= HUGE_TAG;
+            }
+        }
+    }
+
     #[inline]
     pub fn data(&self, idx: usize) -> u32 {
         self.data[idx]
@@ -133,18 +170,23 @@ impl Tlb {
         }
     }
 
-    /// INVLPG for one PCID: drop the entry for `vpn` if present. Returns whether one was dropped.
+    /// INVLPG for one PCID: drop the entry that translates `vpn`, of either page size, if
+    /// present. Returns whether one was dropped.
     pub fn invalidate_page(&mut self, vpn: u32, pcid: u16) -> bool {
-        let set = self.set_of(vpn);
-        let base = set * self.ways;
-        let tag = make_tag(vpn, pcid);
-        for i in base..base + self.ways {
-            if self.tags[i] == tag {
-                self.tags[i] = 0;
-                return true;
+        let mut dropped = false;
+        for (key, tag) in [
+            (vpn, make_tag(vpn, pcid)),
+            (vpn >> 9, make_huge_tag(vpn >> 9, pcid)),
+        ] {
+            let base = self.set_of(key) * self.ways;
+            for i in base..base + self.ways {
+                if self.tags[i] == tag {
+                    self.tags[i] = 0;
+                    dropped = true;
+                }
             }
         }
-        false
+        dropped
     }
 
     /// Drop every entry of one PCID (INVPCID single-context / CR3 write without NOFLUSH).
@@ -162,13 +204,22 @@ impl Tlb {
         self.mru.iter_mut().for_each(|m| *m = 0);
     }
 
-    /// Valid entries as (vpn, pcid, data), for the invariant checker and tests.
-    pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u16, u32)> + '_ {
+    /// Valid entries as (first vpn, pcid, data, pages translated: 1 or 512), for the
+    /// invariant checker and tests.
+    pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u16, u32, u32)> + '_ {
         self.tags
             .iter()
             .zip(self.data.iter())
             .filter(|(t, _)| **t != 0)
-            .map(|(t, d)| (((*t >> 16) & 0xffff_ffff) as u32, (*t & 0xffff) as u16, *d))
+            .map(|(t, d)| {
+                let key = ((*t >> 16) & 0xffff_ffff) as u32;
+                let pcid = (*t & 0xffff) as u16;
+                if *t & HUGE_TAG != 0 {
+                    (key << 9, pcid, *d, HUGE_PAGES)
+                } else {
+                    (key, pcid, *d, 1)
+                }
+            })
     }
 }
 
@@ -237,6 +288,26 @@ mod tests {
         assert!((0..64).all(|v| t.lookup(v, 0).is_some()));
         t.insert(64, 0, 0);
         assert_eq!(t.valid_entries().count(), 64);
+    }
+
+    #[test]
+    fn huge_entries_share_the_stlb_and_invlpg_drops_them() {
+        let mut t = Tlb::new(64, 4);
+        t.insert_huge(3, 1, tlb_data(1024, true, true));
+        t.insert(3, 1, tlb_data(7, false, false));
+        assert!(t.lookup_huge(3, 1).is_some());
+        assert!(t.lookup_huge(3, 2).is_none(), "PCIDs apart");
+        let small = t.lookup(3, 1).unwrap();
+        assert_eq!(tlb_pfn(t.data(small)), 7, "sizes apart");
+        let huge: Vec<_> = t.valid_entries().filter(|e| e.3 == 512).collect();
+        assert_eq!(huge, vec![(3 << 9, 1, tlb_data(1024, true, true), 512)]);
+        // INVLPG of any address inside the 2 MiB page drops the 2 MiB entry.
+        assert!(t.invalidate_page((3 << 9) + 100, 1));
+        assert!(t.lookup_huge(3, 1).is_none());
+        assert!(
+            t.lookup(3, 1).is_some(),
+            "the 4 KiB page 3 is another address"
+        );
     }
 
     #[test]

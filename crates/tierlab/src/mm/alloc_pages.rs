@@ -94,6 +94,21 @@ impl Kernel {
         n: usize,
         mark: AllocMark,
     ) -> Option<u32> {
+        self.rmqueue_node_order(m, c, preferred, n, mark, 0)
+    }
+
+    /// `rmqueue_node` for a block of 2^`order` pages: pgalloc counts its pages, the NUMA
+    /// statistics one allocation (rmqueue: zone_statistics(.., 1)), and every frame of it is
+    /// checked for MIGRC's deferred flush and for stale translations.
+    pub(crate) fn rmqueue_node_order(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        preferred: usize,
+        n: usize,
+        mark: AllocMark,
+        order: usize,
+    ) -> Option<u32> {
         let now = m.cpus[c].clock;
         let zone = &mut self.nodes[n].zone;
         let no_watermarks = mark == AllocMark::NoWatermarks;
@@ -102,12 +117,12 @@ impl Kernel {
             AllocMark::Min => zone.wmark.min,
             AllocMark::NoWatermarks => 0,
         };
-        let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, 0, now, &m.cost, mark);
+        let (pfn, cycles) = zone.rmqueue(&mut self.frames, c, order, now, &m.cost, mark);
         m.charge_sys(c, cycles);
         // Without watermarks (PF_MEMALLOC) the lower zones' free pages are in reach too.
         let pfn = match pfn {
             Some(pfn) => pfn,
-            None if no_watermarks => {
+            None if no_watermarks && order == 0 => {
                 let pfn = self.nodes[n].lower_free.pop()?;
                 self.frames.get_mut(pfn).flags &= pg::NEED_FLUSH;
                 pfn
@@ -125,14 +140,16 @@ impl Kernel {
         } else {
             self.vm.inc(Vm::NumaOther);
         }
-        self.vm.inc(Vm::PgAllocNormal);
+        self.vm.add(Vm::PgAllocNormal, 1 << order);
         // TPP: a top-tier node below WMARK_DEMOTE wakes kswapd before it reaches low.
         let dw = self.nodes[n].demote_wmark;
         if dw > 0 && !self.nodes[n].zone.watermark_ok(dw) && self.can_demote(n) {
             self.wakeup_kswapd(m, n, c);
         }
-        self.check_migrc_flush(m, c, pfn);
-        self.check_frame_reuse(m, pfn, c);
+        for p in pfn..pfn + (1 << order) {
+            self.check_migrc_flush(m, c, p);
+            self.check_frame_reuse(m, p, c);
+        }
         Some(pfn)
     }
 
@@ -185,6 +202,27 @@ impl Kernel {
             .free_unref_page(&mut self.frames, c, pfn, 0, now, &m.cost);
         m.charge_sys(c, cycles);
         self.vm.inc(Vm::PgFree);
+    }
+
+    /// Free a user block of 2^`order` pages no one maps or lists any more (a THP), on CPU
+    /// `c` (free_unref_folios → free_unref_page).
+    pub(crate) fn free_frames_order(&mut self, m: &mut Machine, c: usize, pfn: u32, order: usize) {
+        for p in pfn..pfn + (1 << order) {
+            let page = self.frames.get_mut(p);
+            debug_assert!(
+                !page.has(pg::LRU) && page.mapcount == 0,
+                "freeing a mapped or listed frame"
+            );
+            page.flags &= pg::NEED_FLUSH;
+            page.owner = NIL;
+            page.index = 0;
+        }
+        let n = self.frames.get(pfn).node as usize;
+        let now = m.cpus[c].clock;
+        let zone = &mut self.nodes[n].zone;
+        let cycles = zone.free_unref_page(&mut self.frames, c, pfn, order, now, &m.cost);
+        m.charge_sys(c, cycles);
+        self.vm.add(Vm::PgFree, 1 << order);
     }
 
     /// __alloc_pages(GFP_KERNEL | __GFP_NOWARN, `order`) for the kernel's own use (pipe and

@@ -67,6 +67,11 @@ impl Kernel {
                 self.files[f].mappers.push(child as u32);
             }
         }
+        // tierlab splits the parent's THPs before copying (the kernel's copy_huge_pmd shares
+        // the PMD write-protected, and a later write splits it).
+        for (base, _) in self.mms[parent].pgtable.huge_pmds() {
+            self.split_huge_pmd(m, c, parent, base);
+        }
         let ptes: Vec<(u32, u64)> = self.mms[parent].pgtable.iter().collect();
         for (vpn, p) in ptes {
             let anon = self.mms[parent]

@@ -36,10 +36,18 @@ impl Kernel {
             )));
         }
         let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
+        if adv == advice::MADV_COLD || adv == advice::MADV_PAGEOUT {
+            // tierlab ages and reclaims 4 KiB folios only: split the THPs first (the kernel
+            // deactivates a whole-PMD THP as one folio and splits one it must swap out).
+            self.split_huge_pmds_in(m, c, mm, s, e, true);
+        }
         match adv {
             advice::MADV_DONTNEED => self.madvise_dontneed(m, c, mm, s, e),
             advice::MADV_COLD => self.madvise_cold(m, c, mm, s, e),
             advice::MADV_PAGEOUT => self.madvise_pageout(m, c, mm, s, e),
+            advice::MADV_HUGEPAGE | advice::MADV_NOHUGEPAGE => {
+                self.hugepage_madvise(mm, addr, end, adv)
+            }
             other => {
                 return Err(SimError(format!(
                     "thread {tid}: madvise advice {other} is not modelled"
@@ -72,7 +80,7 @@ impl Kernel {
             self.flush_tlb_range(m, c, mm, s, e);
         }
         for pfn in to_free {
-            self.free_frame(m, c, pfn);
+            self.free_folio(m, c, pfn);
         }
     }
 

@@ -71,6 +71,29 @@ impl Kernel {
         }
         let vpn = (vaddr >> PAGE_SHIFT) as u32;
         let store = kind == AccessKind::Store;
+        // __handle_mm_fault's PMD level: a huge PMD, or an empty one THP may fill.
+        let pmd = self.mms[mm].pgtable.huge_pmd(vpn);
+        if pmd != 0 {
+            if pmd & pte::PROTNONE != 0 {
+                self.do_huge_pmd_numa_page(m, c, mm, vpn, pmd);
+                return Ok(());
+            }
+            if !store || pmd & pte::WRITE != 0 {
+                // Spurious: the PMD already allows the access.
+                return Ok(());
+            }
+            self.do_huge_pmd_wp_page(m, c, mm, vpn, pmd);
+            if self.mms[mm].pgtable.huge_pmd(vpn) != 0 {
+                return Ok(());
+            }
+            // VM_FAULT_FALLBACK: the PMD was split, the PTE below handles the write.
+        } else if m.huge_tlb
+            && self.mms[mm].pgtable.pmd_none(vpn)
+            && self.thp_vma_allowable(&vma, vpn)
+            && self.do_huge_pmd_anonymous_page(m, c, mm, &vma, vpn, store)?
+        {
+            return Ok(());
+        }
         let p = self.mms[mm].pgtable.get(vpn);
         if pte::is_none(p) {
             self.pte_alloc(m, c, mm, vpn)?;

@@ -256,6 +256,9 @@ impl Kernel {
             (addr >> PAGE_SHIFT) as u32,
             (addr + len).div_ceil(PAGE_SIZE) as u32,
         );
+        // tierlab migrates 4 KiB folios only here: split the range's THPs (the kernel's
+        // move_pages moves a THP whole).
+        self.split_huge_pmds_in(m, c, mm, s, e, true);
         let mut folios = Vec::new();
         for vpn in s..e {
             let p = self.mms[mm].pgtable.get(vpn);

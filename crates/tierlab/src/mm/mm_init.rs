@@ -162,6 +162,7 @@ impl Kernel {
             vm: VmCounters::default(),
             tiers: MemoryTiers::new(&cfg),
             zero_pfn,
+            huge_zero_pfn: None,
             tlb_ubc: Default::default(),
             migrc: Default::default(),
             arch,

@@ -48,6 +48,8 @@ pub struct Vma {
     pub backing: Backing,
     /// vma->numab_state: NUMA-balancing scan state, made on the first scan that reaches it.
     pub numab: Option<crate::mm::numa_balancing::VmaNumabState>,
+    /// VM_HUGEPAGE / VM_NOHUGEPAGE (mm/huge_memory.rs `vm_thp`).
+    pub thp: u8,
 }
 
 impl Vma {
@@ -216,6 +218,7 @@ mod tests {
 
     fn vma(s: u64, e: u64) -> Vma {
         Vma {
+            thp: 0,
             numab: None,
             start: s,
             end: e,

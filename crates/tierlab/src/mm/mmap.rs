@@ -6,9 +6,26 @@ use crate::machine::Machine;
 use crate::mm::mm_types::Vma;
 use crate::mm::mmu_gather::MmuGather;
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
+use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, PAGE_SIZE, USER_VA_END};
 use crate::sim::SimError;
 use crate::workload::{prot, Backing};
+
+/// change_pte_range / change_huge_pmd's new entry for a mapping of a frame: PROT_NONE keeps
+/// the frame and drops access; other protections drop the write bit when not writable.
+fn mprotect_entry(old: u64, new_prot: u8) -> u64 {
+    let mut new = old;
+    if new_prot & (prot::READ | prot::WRITE | prot::EXEC) == 0 {
+        new = (new & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE;
+    } else {
+        if old & pte::PROTNONE != 0 {
+            new = (new & !pte::PROTNONE) | pte::PRESENT;
+        }
+        if new_prot & prot::WRITE == 0 {
+            new &= !pte::WRITE;
+        }
+    }
+    new
+}
 
 fn check_range(what: &str, addr: u64, len: u64) -> Result<(), SimError> {
     if !addr.is_multiple_of(PAGE_SIZE) || len == 0 || !len.is_multiple_of(PAGE_SIZE) {
@@ -58,6 +75,7 @@ impl Kernel {
         }
         self.mms[mm].insert_vma(Vma {
             numab: None,
+            thp: 0,
             start: addr,
             end: addr + len,
             prot: prot_bits,
@@ -92,7 +110,7 @@ impl Kernel {
         }
         self.check_stale_after_unmap(m, mm, s, e);
         for pfn in to_free {
-            self.free_frame(m, c, pfn);
+            self.free_folio(m, c, pfn);
         }
         // Forget file mappers with no VMA left (i_mmap removal).
         for f in 0..self.files.len() {
@@ -119,6 +137,24 @@ impl Kernel {
     ) -> (Vec<u32>, bool) {
         let mut to_free = Vec::new();
         let mut was_mapped = false;
+        // zap_pmd_range: a huge PMD the range covers in part is split (the kernel queues
+        // the folio for a deferred split), one it covers whole is zapped.
+        for (base, pmd) in self.mms[mm].pgtable.huge_pmds() {
+            let partial =
+                base < s && base + HPAGE_PMD_NR > s || base < e && base + HPAGE_PMD_NR > e;
+            if partial && !self.is_zero_pfn(pte::pfn(pmd)) {
+                // deferred_split_folio(partially_mapped): tierlab splits at once.
+                self.vm.inc(crate::stats::Vm::ThpDeferredSplitPage);
+            }
+        }
+        self.split_huge_pmds_in(m, c, mm, s, e, false);
+        for (base, _) in self.mms[mm].pgtable.huge_pmds() {
+            if base >= s && base < e {
+                let (free, mapped) = self.zap_huge_pmd(m, c, mm, base);
+                was_mapped |= mapped;
+                to_free.extend(free);
+            }
+        }
         for vpn in s..e {
             let old = match self.mms[mm].pgtable.get_mut(vpn) {
                 Some(slot) if *slot != 0 => std::mem::replace(slot, 0),
@@ -176,8 +212,15 @@ impl Kernel {
     /// time after a flush; then free_pgtables and tlb_finish_mmu, whose flush reaches lazy
     /// CPUs too; then the VMAs and the anon_vma chain go (unlink_anon_vmas).
     pub fn exit_mmap(&mut self, m: &mut Machine, c: usize, mm: usize) {
-        let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter().collect();
         let mut tlb = MmuGather::fullmm(mm);
+        for (base, _) in self.mms[mm].pgtable.huge_pmds() {
+            if let (Some(head), _) = self.zap_huge_pmd(m, c, mm, base) {
+                if tlb.remove_page(head) {
+                    self.tlb_flush_mmu(m, c, &mut tlb, false);
+                }
+            }
+        }
+        let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter_ptes().collect();
         for (vpn, old) in ptes {
             self.mms[mm].pgtable.set(vpn, 0);
             if let (Some(pfn), _) = self.zap_pte(m, c, mm, old) {
@@ -236,9 +279,21 @@ impl Kernel {
                 v.prot = new_prot;
             }
         }
-        // change_pte_range
+        // change_pmd_range: a huge PMD the range covers in part is split; change_huge_pmd
+        // updates one it covers whole, as change_pte_range updates a PTE.
         let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
         let mut changed = false;
+        self.split_huge_pmds_in(m, c, mm, s, e, false);
+        for (base, old) in self.mms[mm].pgtable.huge_pmds() {
+            if base < s || base >= e {
+                continue;
+            }
+            let new = mprotect_entry(old, new_prot);
+            if new != old {
+                self.mms[mm].pgtable.set_huge_pmd(base, new);
+                changed |= pte::present(old);
+            }
+        }
         for vpn in s..e {
             let Some(slot) = self.mms[mm].pgtable.get_mut(vpn) else {
                 continue;
@@ -247,17 +302,7 @@ impl Kernel {
             if !pte::maps_frame(old) {
                 continue;
             }
-            let mut new = old;
-            if new_prot & (prot::READ | prot::WRITE | prot::EXEC) == 0 {
-                new = (new & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE;
-            } else {
-                if old & pte::PROTNONE != 0 {
-                    new = (new & !pte::PROTNONE) | pte::PRESENT;
-                }
-                if new_prot & prot::WRITE == 0 {
-                    new &= !pte::WRITE;
-                }
-            }
+            let new = mprotect_entry(old, new_prot);
             if new != old {
                 *slot = new;
                 changed |= pte::present(old);

@@ -57,7 +57,7 @@ impl Kernel {
             self.flush_tlb_range(m, c, tlb.mm, 0, u32::MAX);
         }
         for pfn in std::mem::take(&mut tlb.pages) {
-            self.free_frame(m, c, pfn);
+            self.free_folio(m, c, pfn);
         }
     }
 }

@@ -3,6 +3,8 @@
 pub mod alloc_pages;
 pub mod filemap;
 pub mod fork;
+pub mod huge_memory;
+pub mod huge_numa;
 pub mod lowmem_reserve;
 pub mod lru_gen;
 pub mod madvise;

@@ -11,7 +11,7 @@ use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::migrate::{MigrateMode, MigrateTarget};
 use crate::mm::page::pg;
-use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT};
 use crate::stats::Vm;
 
 /// MAX_SCAN_WINDOW (MB/s)
@@ -117,8 +117,27 @@ impl Kernel {
         );
         let cycles_per_ms = m.cycles_per_ns * 1e6;
         let mut n = 0u64;
+        // change_pmd_range: a huge PMD the range covers in part is split, one it covers
+        // whole goes to change_huge_pmd (HPAGE_PMD_NR pages, one numa_huge_pte_updates).
+        self.split_huge_pmds_in(m, c, mm, s, e, false);
+        let mut huge_walked = 0u64;
+        let mut huge_updates = 0u64;
+        for (base, _) in self.mms[mm].pgtable.huge_pmds() {
+            if base < s || base >= e {
+                continue;
+            }
+            huge_walked += 1;
+            let at = start + (base - s + 1) as u64 * per_pte + n * per_update;
+            if self.change_huge_pmd_numa(m, mm, base, at, normal) {
+                n += HPAGE_PMD_NR as u64;
+                huge_updates += 1;
+            }
+        }
         for vpn in s..e {
             let p = self.mms[mm].pgtable.get(vpn);
+            if p & pte::HUGE != 0 {
+                continue;
+            }
             if !pte::present(p) {
                 continue;
             }
@@ -145,10 +164,14 @@ impl Kernel {
                 .set(vpn, (p & !(pte::PRESENT | pte::WRITE)) | pte::PROTNONE);
             n += 1;
         }
-        let cycles = m.cost.numa_scan_pte_cycles as u64 * (e - s) as u64
-            + m.cost.pte_update_cycles as u64 * n;
+        // A huge PMD is one entry to walk and one to update, not 512.
+        let walked = (e - s) as u64 - huge_walked * (HPAGE_PMD_NR as u64 - 1);
+        let updated = n - huge_updates * (HPAGE_PMD_NR as u64 - 1);
+        let cycles =
+            m.cost.numa_scan_pte_cycles as u64 * walked + m.cost.pte_update_cycles as u64 * updated;
         m.charge_sys(c, cycles);
         self.vm.add(Vm::NumaPteUpdates, n);
+        self.vm.add(Vm::NumaHugePteUpdates, huge_updates);
         if n > 0 {
             self.flush_tlb_range(m, c, mm, s, e);
         }

@@ -9,7 +9,10 @@
 
 use crate::cost::CostTable;
 use crate::mm::page::{pg, FrameTable, ListHead, NIL};
-use crate::mm::pcp::{kclamp, BOOT_PAGESET_BATCH, BOOT_PAGESET_HIGH, NR_PCP_LISTS};
+use crate::mm::pcp::{
+    kclamp, order_to_pindex, pcp_allowed_order, pindex_to_order, BOOT_PAGESET_BATCH,
+    BOOT_PAGESET_HIGH, NR_PCP_LISTS,
+};
 pub use crate::mm::pcp::{PerCpuPages, PAGE_ALLOC_COSTLY_ORDER, PCP_BATCH_SCALE_MAX};
 
 pub const MAX_PAGE_ORDER: usize = 10;
@@ -334,7 +337,8 @@ impl Zone {
         order: usize,
         count: u32,
     ) -> u32 {
-        let mut list = self.pcp[cpu].lists[order];
+        let pindex = order_to_pindex(order);
+        let mut list = self.pcp[cpu].lists[pindex];
         let mut alloced = 0;
         while alloced < count {
             let Some(pfn) = self.rmqueue_smallest(frames, order) else {
@@ -346,7 +350,7 @@ impl Zone {
             frames.list_add_tail(&mut list, pfn);
             alloced += 1;
         }
-        self.pcp[cpu].lists[order] = list;
+        self.pcp[cpu].lists[pindex] = list;
         alloced
     }
 
@@ -367,7 +371,7 @@ impl Zone {
             return 0;
         }
         let mut freed = 0u64;
-        let mut pindex = order + NR_PCP_LISTS - 1;
+        let mut pindex = order_to_pindex(order) + NR_PCP_LISTS - 1;
         while count > 0 {
             loop {
                 pindex = (pindex + 1) % NR_PCP_LISTS;
@@ -381,10 +385,11 @@ impl Zone {
                     break;
                 };
                 frames.get_mut(pfn).flags &= !pg::PCP;
-                self.free_one_page(frames, pfn, pindex, false);
-                count -= 1 << pindex;
-                self.pcp[cpu].count -= 1 << pindex;
-                freed += 1 << pindex;
+                let order = pindex_to_order(pindex);
+                self.free_one_page(frames, pfn, order, false);
+                count -= 1 << order;
+                self.pcp[cpu].count -= 1 << order;
+                freed += 1 << order;
             }
             self.pcp[cpu].lists[pindex] = list;
         }
@@ -395,7 +400,7 @@ impl Zone {
 
     /// rmqueue() → rmqueue_pcplist() / __rmqueue_pcplist(), behind get_page_from_freelist()'s
     /// watermark checks: an allocation of `order` for `cpu` at time `now`, from its list up to
-    /// PAGE_ALLOC_COSTLY_ORDER, from buddy above it (rmqueue_buddy); `mark` is the watermark
+    /// PAGE_ALLOC_COSTLY_ORDER and for THPs, from buddy otherwise (rmqueue_buddy); `mark` is the watermark
     /// the caller checks against. Returns the pfn (BUDDY/PCP cleared, lru links NIL) and the
     /// cycles to charge (pcp_alloc_cycles, plus lock wait + hold when the zone was taken
     /// from). A refusal costs 0 cycles.
@@ -415,7 +420,7 @@ impl Zone {
         if !self.watermark_ok(mark + (1 << order) - 1) {
             return (None, 0);
         }
-        if order > PAGE_ALLOC_COSTLY_ORDER {
+        if !pcp_allowed_order(order) {
             let (pfn, cycles) = self.alloc_pages_buddy(frames, order, now, cost);
             if pfn.is_some() {
                 self.alloc_zone += 1 << order;
@@ -426,7 +431,8 @@ impl Zone {
         let mut cycles = cost.pcp_alloc_cycles as u64;
         self.pcp[cpu].on_alloc();
         self.pcp[cpu].stat_diff = true;
-        if self.pcp[cpu].lists[order].is_empty() {
+        let pindex = order_to_pindex(order);
+        if self.pcp[cpu].lists[pindex].is_empty() {
             let (below_high, reclaim_active) = (self.below_high, self.reclaim_active);
             let batch = self.pcp[cpu].nr_pcp_alloc(order, below_high, reclaim_active);
             let alloced = self.rmqueue_bulk(frames, cpu, order, batch);
@@ -437,7 +443,7 @@ impl Zone {
             self.pcp[cpu].count += alloced << order;
         }
         let pcp = &mut self.pcp[cpu];
-        let Some(pfn) = frames.list_pop_head(&mut pcp.lists[order]) else {
+        let Some(pfn) = frames.list_pop_head(&mut pcp.lists[pindex]) else {
             return (None, cycles);
         };
         pcp.count -= 1 << order;
@@ -451,7 +457,7 @@ impl Zone {
 
     /// free_unref_page() → free_unref_page_commit(): free a block of `order` to `cpu`'s
     /// pageset, draining nr_pcp_free() pages to buddy (free_pcppages_bulk under the lock)
-    /// when the pageset reaches nr_pcp_high(); above PAGE_ALLOC_COSTLY_ORDER straight to buddy
+    /// when the pageset reaches nr_pcp_high(); other orders above PAGE_ALLOC_COSTLY_ORDER straight to buddy
     /// under the lock (free_one_page). Returns cycles to charge.
     #[allow(clippy::too_many_arguments)]
     pub fn free_unref_page(
@@ -469,7 +475,7 @@ impl Zone {
             "double free of pfn {pfn}"
         );
         self.pgfree += 1 << order;
-        if order > PAGE_ALLOC_COSTLY_ORDER {
+        if !pcp_allowed_order(order) {
             let hold = Self::lock_hold(cost, 1);
             let wait = self.lock.acquire(now, hold);
             self.free_one_page(frames, pfn, order, false);
@@ -478,7 +484,7 @@ impl Zone {
         let (reclaim_active, below_high) = (self.reclaim_active, self.below_high);
         let pcp = &mut self.pcp[cpu];
         pcp.stat_diff = true;
-        frames.list_add(&mut pcp.lists[order], pfn);
+        frames.list_add(&mut pcp.lists[order_to_pindex(order)], pfn);
         {
             let p = frames.get_mut(pfn);
             p.flags |= pg::PCP;
@@ -1381,6 +1387,36 @@ mod tests {
         assert_eq!(counts(&z), want);
         assert_eq!(z.nr_free, pages);
         check(&z, &frames);
+    }
+
+    #[test]
+    fn thps_come_and_go_through_the_pcp_thp_list_two_at_a_time() {
+        let (mut frames, mut zones) = gib_zone(2, 0);
+        let z = &mut zones[0];
+        let c = cost();
+        let before = z.nr_free;
+        // A refill takes 2 blocks (batch >> 9, at least 2); the second waits on the list.
+        let a = z.rmqueue(&mut frames, 0, 9, 0, &c, 0).0.unwrap();
+        assert_eq!(z.nr_free, before - 1024);
+        assert_eq!(z.pcp[0].count, 512);
+        assert_eq!((a - z.start_pfn) % 512, 0, "naturally aligned");
+        assert_eq!(frames.get(a).order, 9);
+        let b = z.rmqueue(&mut frames, 0, 9, 0, &c, 0).0.unwrap();
+        assert_eq!(z.nr_free, before - 1024, "served from the list");
+        assert_eq!(z.pcp[0].count, 0);
+        // Frees go back to the THP list, not buddy, while the list is under high.
+        z.free_unref_page(&mut frames, 1, b, 9, 0, &c);
+        assert!(frames.get(b).has(pg::PCP));
+        assert_eq!(z.pcp[1].count, 512);
+        // An order-10 block is not allowed on the lists.
+        let big = z.rmqueue(&mut frames, 1, 10, 0, &c, 0).0.unwrap();
+        assert!(!frames.get(big).has(pg::PCP));
+        z.free_unref_page(&mut frames, 1, big, 10, 0, &c);
+        z.free_unref_page(&mut frames, 0, a, 9, 0, &c);
+        let drained = z.drain_pages(&mut frames, 0, 0, &c) + z.drain_pages(&mut frames, 1, 0, &c);
+        assert!(drained > 0);
+        assert_eq!(z.nr_free, before, "every block back in buddy");
+        check(z, &frames);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! series (`vm.pcp_series`, config `PcpSeries`): Linux 6.6 (`base`), the v2 patches the seed's
 //! tables measure, and 6.7 as merged (v3, commits ca71fe1ad922..6ccdcb6d3a74).
 //!
-//! One migratetype, so one list per order up to PAGE_ALLOC_COSTLY_ORDER (no THP list).
+//! One migratetype, so one list per order up to PAGE_ALLOC_COSTLY_ORDER and one THP list
+//! (NR_PCP_THP, for HPAGE_PMD_ORDER blocks).
 
 use crate::config::PcpSeries;
 use crate::mm::page::ListHead;
@@ -12,8 +13,34 @@ use crate::mm::page::ListHead;
 pub const PCP_BATCH_SCALE_MAX: u32 = 5;
 /// PAGE_ALLOC_COSTLY_ORDER: the highest order the per-CPU lists keep.
 pub const PAGE_ALLOC_COSTLY_ORDER: usize = 3;
-/// NR_PCP_LISTS for one migratetype: one list per order 0..=PAGE_ALLOC_COSTLY_ORDER.
-pub const NR_PCP_LISTS: usize = PAGE_ALLOC_COSTLY_ORDER + 1;
+/// NR_PCP_LISTS for one migratetype: one list per order 0..=PAGE_ALLOC_COSTLY_ORDER, then
+/// the THP list.
+pub const NR_PCP_LISTS: usize = PAGE_ALLOC_COSTLY_ORDER + 2;
+/// HPAGE_PMD_ORDER, the one order above PAGE_ALLOC_COSTLY_ORDER the lists keep.
+const PCP_THP_ORDER: usize = 9;
+
+/// pcp_allowed_order: orders up to PAGE_ALLOC_COSTLY_ORDER and HPAGE_PMD_ORDER.
+pub fn pcp_allowed_order(order: usize) -> bool {
+    order <= PAGE_ALLOC_COSTLY_ORDER || order == PCP_THP_ORDER
+}
+
+/// order_to_pindex: the list of an allowed order (the THP list last).
+pub fn order_to_pindex(order: usize) -> usize {
+    if order > PAGE_ALLOC_COSTLY_ORDER {
+        PAGE_ALLOC_COSTLY_ORDER + 1
+    } else {
+        order
+    }
+}
+
+/// pindex_to_order
+pub fn pindex_to_order(pindex: usize) -> usize {
+    if pindex > PAGE_ALLOC_COSTLY_ORDER {
+        PCP_THP_ORDER
+    } else {
+        pindex
+    }
+}
 /// PCPF_PREV_FREE_HIGH_ORDER (patch 1): the last free was of order 1..=3.
 const PCPF_PREV_FREE_HIGH_ORDER: u8 = 1 << 0;
 /// PCPF_FREE_HIGH_BATCH (patch 3): the CPU's data cache holds more than a few batches, so a

@@ -29,6 +29,9 @@ pub mod pte {
     /// A non-present swap entry: the swap device (type) in TYPE bits, the slot (offset) in
     /// the PFN field (pte_to_swp_entry).
     pub const SWAP: u64 = 1 << 9;
+    /// _PAGE_PSE on a PMD: the entry maps 2 MiB (a THP or the huge zero page). `get` sets it
+    /// on the 4 KiB view of a huge PMD's pages.
+    pub const HUGE: u64 = 1 << 63;
     const SWAP_TYPE_SHIFT: u32 = 10;
     const SWAP_TYPE_MASK: u64 = 0b11 << SWAP_TYPE_SHIFT;
     pub const PFN_SHIFT: u32 = 12;
@@ -78,11 +81,17 @@ const TOP_BITS: u32 = 14; // vpn bits 18..32
 const LEVEL_BITS: u32 = 9;
 const LEVEL_MASK: u32 = (1 << LEVEL_BITS) - 1;
 const NONE: u32 = u32::MAX;
+/// A PMD slot that points at a PTE table (pmd_present without _PAGE_PSE): its index below.
+const PMD_TABLE: u64 = 1 << 62;
 
-/// A page table: top → middle tables (indices of leaf tables) → leaf tables of PTEs.
+/// 4 KiB pages under one PMD (HPAGE_PMD_NR).
+pub const HPAGE_PMD_NR: u32 = 1 << LEVEL_BITS;
+
+/// A page table: top → middle tables (PMDs) → leaf tables of PTEs. A PMD slot is empty, a
+/// PTE table's index (PMD_TABLE), or a huge PMD mapping 2 MiB (pte::HUGE with PTE bits).
 pub struct PageTable {
     top: Vec<u32>,
-    mids: Vec<[u32; 512]>,
+    mids: Vec<[u64; 512]>,
     leaves: Vec<[u64; 512]>,
 }
 
@@ -90,6 +99,13 @@ impl Default for PageTable {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The PTE a huge PMD `pmd` gives 4 KiB page `l` of its range: the PMD's bits, its frame
+/// `l` pages on (what a walk of a PMD-mapped THP's subpage sees).
+#[inline]
+fn huge_subpage(pmd: u64, l: usize) -> u64 {
+    pmd + ((l as u64) << pte::PFN_SHIFT)
 }
 
 impl PageTable {
@@ -110,11 +126,28 @@ impl PageTable {
         )
     }
 
-    /// The PTE for `vpn`, or 0 when no table covers it (the page walk).
+    /// The PMD slot of top and middle indices `t`, `m` (0 when no middle table exists).
+    #[inline]
+    fn pmd_slot(&self, t: usize, m: usize) -> u64 {
+        match self.top.get(t) {
+            Some(&mid) if mid != NONE => self.mids[mid as usize][m],
+            _ => 0,
+        }
+    }
+
+    /// The PTE for `vpn`, or 0 when no table covers it (the page walk). Under a huge PMD it is
+    /// the PMD's entry for that 4 KiB page, with pte::HUGE set.
     #[inline]
     pub fn get(&self, vpn: u32) -> u64 {
         let (t, m, l) = Self::split(vpn);
-        self.leaf(t, m).map_or(0, |leaf| self.leaves[leaf][l])
+        let e = self.pmd_slot(t, m);
+        if e & PMD_TABLE != 0 {
+            self.leaves[(e as u32) as usize][l]
+        } else if e == 0 {
+            0
+        } else {
+            huge_subpage(e, l)
+        }
     }
 
     /// A table that has given its memory back (a torn-down mm's): every PTE reads none.
@@ -126,7 +159,7 @@ impl PageTable {
         }
     }
 
-    /// Whether a PTE table covers `vpn` (its PMD is populated).
+    /// Whether a PTE table covers `vpn` (its PMD points at one).
     pub fn covers(&self, vpn: u32) -> bool {
         let (t, m, _) = Self::split(vpn);
         self.leaf(t, m).is_some()
@@ -135,15 +168,11 @@ impl PageTable {
     /// The PTE table of top and middle indices `t`, `m`, if it exists.
     #[inline]
     fn leaf(&self, t: usize, m: usize) -> Option<usize> {
-        let mid = *self.top.get(t)?;
-        if mid == NONE {
-            return None;
-        }
-        let leaf = self.mids[mid as usize][m];
-        (leaf != NONE).then_some(leaf as usize)
+        let e = self.pmd_slot(t, m);
+        (e & PMD_TABLE != 0).then_some((e as u32) as usize)
     }
 
-    /// Mutable PTE slot for `vpn` if its tables exist.
+    /// Mutable PTE slot for `vpn` if its PTE table exists (None under a huge PMD).
     #[inline]
     pub fn get_mut(&mut self, vpn: u32) -> Option<&mut u64> {
         let (t, m, l) = Self::split(vpn);
@@ -151,23 +180,34 @@ impl PageTable {
         Some(&mut self.leaves[leaf][l])
     }
 
-    /// The PTE slot for `vpn`, allocating tables on the way (__pte_alloc).
-    pub fn entry(&mut self, vpn: u32) -> &mut u64 {
-        let (t, m, l) = Self::split(vpn);
+    /// The middle table for top index `t`, allocated on the way.
+    fn mid_alloc(&mut self, t: usize) -> usize {
         if self.top[t] == NONE {
             self.top[t] = self.mids.len() as u32;
-            self.mids.push([NONE; 512]);
+            self.mids.push([0; 512]);
         }
-        let mid = self.top[t] as usize;
-        if self.mids[mid][m] == NONE {
-            self.mids[mid][m] = self.leaves.len() as u32;
+        self.top[t] as usize
+    }
+
+    /// The PTE slot for `vpn`, allocating tables on the way (__pte_alloc). Never under a huge
+    /// PMD (split it first).
+    pub fn entry(&mut self, vpn: u32) -> &mut u64 {
+        let (t, m, l) = Self::split(vpn);
+        let mid = self.mid_alloc(t);
+        let e = self.mids[mid][m];
+        assert!(
+            e == 0 || e & PMD_TABLE != 0,
+            "internal error: PTE write at vpn {vpn:#x} under a huge PMD"
+        );
+        if e == 0 {
+            self.mids[mid][m] = PMD_TABLE | self.leaves.len() as u64;
             self.leaves.push([0; 512]);
         }
-        let leaf = self.mids[mid][m] as usize;
+        let leaf = (self.mids[mid][m] as u32) as usize;
         &mut self.leaves[leaf][l]
     }
 
-    /// The PTE table under PMD entry `pmd` (vpn >> 9), if the PMD is populated (pmd_present).
+    /// The PTE table under PMD entry `pmd` (vpn >> 9), if the PMD points at one.
     pub fn pte_table_mut(&mut self, pmd: u32) -> Option<&mut [u64; 512]> {
         let (t, m, _) = Self::split(pmd << LEVEL_BITS);
         let leaf = self.leaf(t, m)?;
@@ -178,38 +218,103 @@ impl PageTable {
         *self.entry(vpn) = val;
     }
 
-    /// Every non-none PTE as (vpn, pte), in address order (checker and tests).
+    /// The huge PMD covering `vpn` (pmd_trans_huge, or a PMD migration entry), or 0.
+    #[inline]
+    pub fn huge_pmd(&self, vpn: u32) -> u64 {
+        let (t, m, _) = Self::split(vpn);
+        let e = self.pmd_slot(t, m);
+        if e & PMD_TABLE != 0 {
+            0
+        } else {
+            e
+        }
+    }
+
+    /// Whether the PMD covering `vpn` is empty (pmd_none): no PTE table, no huge entry.
+    pub fn pmd_none(&self, vpn: u32) -> bool {
+        let (t, m, _) = Self::split(vpn);
+        self.pmd_slot(t, m) == 0
+    }
+
+    /// Set the huge PMD covering `vpn` (set_pmd_at) to `val` (pte::HUGE set), or clear it
+    /// with 0; the slot must not hold a PTE table.
+    pub fn set_huge_pmd(&mut self, vpn: u32, val: u64) {
+        debug_assert!(val == 0 || val & pte::HUGE != 0);
+        let (t, m, _) = Self::split(vpn);
+        let mid = self.mid_alloc(t);
+        assert!(
+            self.mids[mid][m] & PMD_TABLE == 0,
+            "internal error: huge PMD over a PTE table at vpn {vpn:#x}"
+        );
+        self.mids[mid][m] = val;
+    }
+
+    /// __split_huge_pmd_locked's pmd_populate: the PMD covering `vpn` now points at a PTE
+    /// table holding `ptes` (the deposited table, withdrawn).
+    pub fn populate_pte_table(&mut self, vpn: u32, ptes: [u64; 512]) {
+        let (t, m, _) = Self::split(vpn);
+        let mid = self.mid_alloc(t);
+        assert!(
+            self.mids[mid][m] & PMD_TABLE == 0,
+            "PMD already has a table"
+        );
+        self.mids[mid][m] = PMD_TABLE | self.leaves.len() as u64;
+        self.leaves.push(ptes);
+    }
+
+    /// Every huge PMD as (first vpn, pmd), in address order.
+    pub fn huge_pmds(&self) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        for (t, &mid) in self.top.iter().enumerate() {
+            if mid == NONE {
+                continue;
+            }
+            for (m, &e) in self.mids[mid as usize].iter().enumerate() {
+                if e != 0 && e & PMD_TABLE == 0 {
+                    out.push((
+                        ((t as u32) << (2 * LEVEL_BITS)) | ((m as u32) << LEVEL_BITS),
+                        e,
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Every non-none PTE as (vpn, pte), in address order; a huge PMD gives one per 4 KiB
+    /// page (checker and tests).
     pub fn iter(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
         self.top.iter().enumerate().flat_map(move |(t, &mid)| {
-            let mids: &[u32] = if mid == NONE {
+            let mids: &[u64] = if mid == NONE {
                 &[]
             } else {
                 &self.mids[mid as usize][..]
             };
-            mids.iter().enumerate().flat_map(move |(m, &leaf)| {
-                let ptes: &[u64] = if leaf == NONE {
-                    &[]
+            mids.iter().enumerate().flat_map(move |(m, &e)| {
+                let base = ((t as u32) << (2 * LEVEL_BITS)) | ((m as u32) << LEVEL_BITS);
+                let (ptes, huge): (&[u64], u64) = if e & PMD_TABLE != 0 {
+                    (&self.leaves[(e as u32) as usize][..], 0)
                 } else {
-                    &self.leaves[leaf as usize][..]
+                    (&[], e)
                 };
+                let huge_count = if huge != 0 { 512 } else { 0 };
                 ptes.iter()
                     .enumerate()
                     .filter(|(_, &p)| p != 0)
-                    .map(move |(l, &p)| {
-                        (
-                            ((t as u32) << (2 * LEVEL_BITS))
-                                | ((m as u32) << LEVEL_BITS)
-                                | l as u32,
-                            p,
-                        )
-                    })
+                    .map(move |(l, &p)| (base | l as u32, p))
+                    .chain((0..huge_count).map(move |l| (base | l, huge_subpage(huge, l as usize))))
             })
         })
     }
 
+    /// Every non-none PTE of the PTE tables only (no huge PMD), as (vpn, pte).
+    pub fn iter_ptes(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.iter().filter(|&(_, p)| p & pte::HUGE == 0)
+    }
+
     /// Bytes of page-table memory the simulator holds.
     pub fn bytes(&self) -> usize {
-        self.top.len() * 4 + self.mids.len() * 512 * 4 + self.leaves.len() * 512 * 8
+        self.top.len() * 4 + self.mids.len() * 512 * 8 + self.leaves.len() * 512 * 8
     }
 }
 

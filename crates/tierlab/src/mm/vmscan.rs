@@ -643,6 +643,7 @@ impl Kernel {
     /// shrink_active_list: deactivate, except referenced executable file folios.
     pub fn shrink_active_list(&mut self, m: &mut Machine, n: usize, c: usize, nr: u64, lru: usize) {
         let list = self.isolate_lru_folios(n, nr, lru);
+        self.split_isolated_thps(m, c, &list);
         self.vm.add(Vm::PgRefill, list.len() as u64);
         m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
         let mut nr_rotated = 0;
@@ -675,6 +676,7 @@ impl Kernel {
         who: Reclaimer,
     ) -> u64 {
         let list = self.isolate_lru_folios(n, nr, lru);
+        self.split_isolated_thps(m, c, &list);
         let scanned = list.len() as u64;
         self.vm.add(
             if who == Reclaimer::Kswapd {

@@ -41,15 +41,17 @@ impl TieringPolicy for HotThreshold {
             t => t,
         };
         // numa_hint_fault_latency: now minus the scan time, and the folio remembers now.
-        let page = k.frames.get_mut(pfn);
+        let page = *k.frames.get(pfn);
         // A CPU's clock may trail the scanner's by its quantum; jiffies are one clock, and the
         // scan came first, so a fault "before" the scan has latency 0, not a wrapped one.
         let latency = (now as u32).saturating_sub(page.numa_access_ms) as u64;
-        page.numa_access_ms = now as u32;
+        k.folio_xchg_access_time(pfn, now as u32);
         if latency >= th {
             return false;
         }
-        !k.numa_promotion_rate_limit(dst, rate_limit, 1, now)
+        // numa_promotion_rate_limit counts the folio's pages.
+        let nr = k.folio_nr_pages(pfn);
+        !k.numa_promotion_rate_limit(dst, rate_limit, nr, now)
     }
 
     fn demote_wmark(&self, _k: &Kernel, _n: usize) -> u64 {
