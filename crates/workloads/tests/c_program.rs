@@ -761,6 +761,12 @@ fn a_hugepage_madvise_phase_runs_natively() {
     let mut o = opts(2, 1);
     o.node_meminfo = vec!["AnonHugePages".into(), "NoSuchField".into()];
     let c = generate(&workload(HUGEPAGE), "t.toml", 1, &o).unwrap();
+    assert!(c.contains("#define TIERLAB_NODE_MEMINFO 1\n"));
+    // Without fields the reader is not compiled in: the program of a THP-off scenario is
+    // the binary it was before node meminfo sampling existed.
+    let plain = generate(&workload(HUGEPAGE), "t.toml", 1, &opts(2, 1)).unwrap();
+    assert!(!plain.contains("#define TIERLAB_NODE_MEMINFO"));
+    assert!(!plain.contains("NODE_MEMINFO[] ="));
     // Linux's advice numbers as they are (MADV_HUGEPAGE 14, MADV_NOHUGEPAGE 15), on regions
     // at the simulator's 2 MiB-aligned addresses (a 2 MiB gap between them).
     assert!(c.contains(".kind = K_MADVISE, .addr = 0x10000000ULL, .len = 4194304ULL, .advice = 14"));

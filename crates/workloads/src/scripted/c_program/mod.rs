@@ -153,7 +153,8 @@ pub struct CProgramOptions {
     /// sample line is the guest's work, so counters wanted only as totals stay out of the rest.
     pub end_counters: Vec<String>,
     /// `/sys/devices/system/node/nodeN/meminfo` fields (kB) each sample reports per node
-    /// (`AnonHugePages`); empty: the files are not read.
+    /// (`AnonHugePages`); empty: the files are not read, and the program is the same binary
+    /// as before the option existed.
     pub node_meminfo: Vec<String>,
     /// The machine's NUMA node count (as `scripted::build` takes it).
     pub nodes: u32,
@@ -194,6 +195,10 @@ pub fn generate(
     let r = resolve(table, origin, seed, opts.nodes, opts.cpus)?;
     let mut out = String::new();
     header(&mut out, &r, origin, seed);
+    if !opts.node_meminfo.is_empty() {
+        // The runtime's node meminfo reader exists only then (runtime.c).
+        out.push_str("#define TIERLAB_NODE_MEMINFO 1\n");
+    }
     out.push_str(RUNTIME);
     out.push_str("\n/* ---- the scenario ---- */\n\n");
     threads(&mut out, &r, seed);

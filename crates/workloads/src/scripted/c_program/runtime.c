@@ -140,8 +140,10 @@ extern const char *const COUNTERS[];
 extern const int NCOUNTERS;
 extern const char *const END_COUNTERS[];
 extern const int NEND_COUNTERS;
+#ifdef TIERLAB_NODE_MEMINFO
 extern const char *const NODE_MEMINFO[];
 extern const int NNODE_MEMINFO;
+#endif
 extern const int NNODES;
 
 /* ---- output ---- */
@@ -1112,6 +1114,10 @@ static const char *vmstat_value(const char *vm, const char *name)
 	return NULL;
 }
 
+/* Compiled in only when the program samples node meminfo fields (the generator defines
+ * TIERLAB_NODE_MEMINFO): without them the program is the same binary as before they existed,
+ * so runs on the guest's instruction clock stay as they were. */
+#ifdef TIERLAB_NODE_MEMINFO
 /* Field `name` of a node's meminfo text ("Node 0 AnonHugePages:    2048 kB"), kB; -1 when
  * absent. */
 static long long node_meminfo_value(const char *text, const char *name)
@@ -1138,11 +1144,9 @@ static long long node_meminfo_value(const char *text, const char *name)
 
 /* `,"node_meminfo":{"<field>":[<node 0>,..],..}`: each NODE_MEMINFO field of nodes 0 to
  * `width` - 1 from /sys/devices/system/node/nodeN/meminfo (TIERLAB_NODE_DIR names another
- * directory), null where unreadable; nothing without fields. One read per node. */
+ * directory), null where unreadable. One read per node. */
 static void sb_node_meminfo(struct sb *b, int width)
 {
-	if (NNODE_MEMINFO == 0)
-		return;
 	const char *dir = getenv("TIERLAB_NODE_DIR");
 	if (!dir || !*dir)
 		dir = "/sys/devices/system/node";
@@ -1170,6 +1174,7 @@ static void sb_node_meminfo(struct sb *b, int width)
 	for (int n = 0; n < width; n++)
 		free(texts[n]);
 }
+#endif
 
 /* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
 static uint64_t sample(int last)
@@ -1265,7 +1270,9 @@ static uint64_t sample(int last)
 	}
 	sb_printf(&b, "],\"zones\":");
 	sb_zones(&b, last);
+#ifdef TIERLAB_NODE_MEMINFO
 	sb_node_meminfo(&b, width);
+#endif
 	uint64_t span = now_ns() - t;
 	/* Its own CPU time too: the load it puts on the machine, which the stand-in repeats. */
 	sb_printf(&b, ",\"span_ms\":%.3f,\"cpu_ms\":%.3f}", (double)span / 1e6,
