@@ -115,6 +115,7 @@ fn opts(nodes: u32, cpus: u32) -> CProgramOptions {
             "no_such_counter".into(),
         ],
         end_counters: vec!["pgalloc_normal".into()],
+        node_meminfo: vec![],
         nodes,
         cpus,
     }
@@ -375,6 +376,8 @@ fn tiny_scenario_runs_natively() {
         assert!(s["vmstat"]["pgfault"].is_u64(), "{s}");
         assert!(s["tlb"].is_array(), "{s}");
         assert!(s["regions"]["buf"].as_array().unwrap().len() >= 2, "{s}");
+        // No node meminfo fields asked for: no key (the sample line is the guest's work).
+        assert!(s.get("node_meminfo").is_none(), "{s}");
     }
     // While "settle" sleeps, everything "fill" touched is resident.
     let (from, to) = (num(phase("fill"), "end_ms"), num(settle, "end_ms") - 1.0);
@@ -704,6 +707,117 @@ child = ["write"]
     assert!(lines.last().unwrap().get("error").is_some(), "{lines:?}");
 }
 
+/// Two THP-sized regions: `huge` asks for THPs (MADV_HUGEPAGE), `small` refuses them
+/// (MADV_NOHUGEPAGE); both are written, then sampled while a sleep holds them.
+const HUGEPAGE: &str = r#"
+[workload]
+type = "scripted"
+[[workload.regions]]
+name = "huge"
+size_mib = 4
+[[workload.regions]]
+name = "small"
+size_mib = 2
+[[workload.phases]]
+name = "advise huge"
+kind = "madvise"
+region = "huge"
+advice = "hugepage"
+[[workload.phases]]
+name = "advise small"
+kind = "madvise"
+region = "small"
+advice = "nohugepage"
+[[workload.phases]]
+name = "fill huge"
+kind = "touch"
+region = "huge"
+write = true
+[[workload.phases]]
+name = "fill small"
+kind = "touch"
+region = "small"
+write = true
+[[workload.phases]]
+name = "hold"
+kind = "sleep"
+ms = 30
+"#;
+
+/// `meminfo` of a node as Linux 6.12 prints it (node_read_meminfo), trimmed.
+const NODE0_MEMINFO: &str = "Node 0 MemTotal:         218352 kB
+Node 0 MemFree:          150000 kB
+Node 0 AnonPages:         12288 kB
+Node 0 AnonHugePages:      4096 kB
+Node 0 ShmemHugePages:        0 kB
+";
+
+#[test]
+fn a_hugepage_madvise_phase_runs_natively() {
+    let dir = TempDir::new("hugepage");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let mut o = opts(2, 1);
+    o.node_meminfo = vec!["AnonHugePages".into(), "NoSuchField".into()];
+    let c = generate(&workload(HUGEPAGE), "t.toml", 1, &o).unwrap();
+    assert!(c.contains("#define TIERLAB_NODE_MEMINFO 1\n"));
+    // Without fields the reader is not compiled in: the program of a THP-off scenario is
+    // the binary it was before node meminfo sampling existed.
+    let plain = generate(&workload(HUGEPAGE), "t.toml", 1, &opts(2, 1)).unwrap();
+    assert!(!plain.contains("#define TIERLAB_NODE_MEMINFO"));
+    assert!(!plain.contains("NODE_MEMINFO[] ="));
+    // Linux's advice numbers as they are (MADV_HUGEPAGE 14, MADV_NOHUGEPAGE 15), on regions
+    // at the simulator's 2 MiB-aligned addresses (a 2 MiB gap between them).
+    assert!(c.contains(".kind = K_MADVISE, .addr = 0x10000000ULL, .len = 4194304ULL, .advice = 14"));
+    assert!(c.contains(".kind = K_MADVISE, .addr = 0x10600000ULL, .len = 2097152ULL, .advice = 15"));
+    assert!(
+        c.contains(".name = \"\\\"huge\\\"\", .start = 0x10000000ULL"),
+        "{c}"
+    );
+    let exe = compile(&dir.0, "hugepage", &c);
+    if !Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+        eprintln!("skipped the run: the host kernel has no THP (madvise would be EINVAL)");
+        return;
+    }
+    // The host's own node files: AnonHugePages is a number where the node exists.
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    let (phases, samples) = split(&lines);
+    assert_eq!(phases.len(), 5);
+    let last = samples.last().unwrap();
+    assert_eq!(resident(last, "huge"), 1024, "{last}");
+    assert_eq!(resident(last, "small"), 512, "{last}");
+    for s in &samples {
+        let field = s["node_meminfo"]["AnonHugePages"]
+            .as_array()
+            .expect("AnonHugePages");
+        assert_eq!(field.len(), 2, "{s}");
+        if Path::new("/sys/devices/system/node/node0/meminfo").exists() {
+            assert!(field[0].is_u64(), "{s}");
+        }
+        assert_eq!(s["node_meminfo"]["NoSuchField"][0], Value::Null, "{s}");
+    }
+    // A node directory of test files: node 1 has none.
+    let nodes = dir.0.join("nodes");
+    std::fs::create_dir_all(nodes.join("node0")).unwrap();
+    std::fs::write(nodes.join("node0/meminfo"), NODE0_MEMINFO).unwrap();
+    let (code, lines) = run(
+        &exe,
+        &dir.0,
+        &[("TIERLAB_NODE_DIR", nodes.to_str().unwrap())],
+    );
+    assert_eq!(code, 0, "{lines:?}");
+    let (_, samples) = split(&lines);
+    for s in &samples {
+        assert_eq!(
+            s["node_meminfo"],
+            serde_json::json!({"AnonHugePages": [4096, null], "NoSuchField": [null, null]}),
+            "{s}"
+        );
+    }
+}
+
 /// Every shipped scripted scenario gives C that compiles (none is run: they are big).
 #[test]
 fn shipped_scripted_scenarios_compile() {
@@ -729,6 +843,7 @@ fn shipped_scripted_scenarios_compile() {
             sample_interval_ms: cfg.sim.timeline_interval_ms,
             counters: vec!["pgmigrate_success".into(), "numa_hint_faults".into()],
             end_counters: vec![],
+            node_meminfo: vec![],
             nodes: cfg.machine.nodes.len() as u32,
             cpus: cfg.machine.cpus,
         };

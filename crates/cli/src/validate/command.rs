@@ -16,6 +16,7 @@ use super::suite;
 use super::{ftrace, report, scan_trace, seeds};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tierlab::config::{ThpDefrag, ThpEnabled};
 use tierlab::mm::memory_tiers::node_adistance;
 use tierlab::{Config, Simulation};
 use workloads::scripted::c_program::{generate, CProgramOptions};
@@ -32,6 +33,66 @@ pub const COUNTERS: &[&str] = &[
     "pgscan_kswapd",
     "pgfault",
 ];
+
+/// The THP counters compared when the scenario has THP on (`thp_enabled`); with THP off the
+/// table keeps the rows above, so it stays comparable with earlier runs.
+pub const THP_COUNTERS: &[&str] = &[
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_split_pmd",
+    "thp_split_page",
+    "thp_migration_success",
+    "numa_huge_pte_updates",
+];
+
+/// THP totals for the JSON (the last sample only), when the scenario has THP on.
+pub const THP_END_COUNTERS: &[&str] = &[
+    "thp_deferred_split_page",
+    "thp_migration_fail",
+    "thp_migration_split",
+    "thp_zero_page_alloc",
+    "nr_anon_transparent_hugepages",
+];
+
+/// The per-node meminfo field the guest samples when the scenario has THP on (kB).
+pub const ANON_HUGE_PAGES: &str = "AnonHugePages";
+
+const THP: &str = "/sys/kernel/mm/transparent_hugepage";
+const MIN_FREE_KBYTES: &str = "/proc/sys/vm/min_free_kbytes";
+
+/// Whether the scenario turns THP on (`vm.transparent_hugepage_enabled` other than never).
+pub fn thp_enabled(cfg: &Config) -> bool {
+    cfg.vm.transparent_hugepage_enabled != ThpEnabled::Never
+}
+
+/// The counters compared for `cfg`: COUNTERS, then THP_COUNTERS when THP is on.
+pub fn counters(cfg: &Config) -> Vec<&'static str> {
+    let mut c = COUNTERS.to_vec();
+    if thp_enabled(cfg) {
+        c.extend(THP_COUNTERS);
+    }
+    c
+}
+
+/// `enabled` as mm/huge_memory.c enabled_store takes it.
+fn thp_enabled_word(e: ThpEnabled) -> &'static str {
+    match e {
+        ThpEnabled::Always => "always",
+        ThpEnabled::Madvise => "madvise",
+        ThpEnabled::Never => "never",
+    }
+}
+
+/// `defrag` as mm/huge_memory.c defrag_store takes it.
+fn thp_defrag_word(d: ThpDefrag) -> &'static str {
+    match d {
+        ThpDefrag::Always => "always",
+        ThpDefrag::Defer => "defer",
+        ThpDefrag::DeferMadvise => "defer+madvise",
+        ThpDefrag::Madvise => "madvise",
+        ThpDefrag::Never => "never",
+    }
+}
 
 /// Counters the guest reports in its last sample only (totals since boot), for the JSON: how
 /// reclaim got to its numbers. (Every sample line is work for the guest's sampler: nine more
@@ -86,8 +147,8 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
     }
     let dbg = "/sys/kernel/debug/sched/numa_balancing";
     let mut s: Vec<(String, String)> = vec![
-        // The LRU tierlab models (classic, or MGLRU with every cap: "y") and no THP; the
-        // guest must match.
+        // The LRU tierlab models (classic, or MGLRU with every cap: "y"); the guest must
+        // match.
         (
             "/sys/kernel/mm/lru_gen/enabled".into(),
             if vm.lru_gen_enabled { "y" } else { "n" }.into(),
@@ -100,9 +161,11 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
         // boost_watermark → kswapd woken from rmqueue); with it, the guest's kswapd demotes
         // during a fill that only falls back to the slow node in tierlab.
         ("/proc/sys/vm/watermark_boost_factor".into(), "0".into()),
+        // Debian's kernel boots with THP always (TRANSPARENT_HUGEPAGE_ALWAYS); the scenario's
+        // default is never. The PMD size inherits this (hugepages-2048kB/enabled = inherit).
         (
-            "/sys/kernel/mm/transparent_hugepage/enabled".into(),
-            "never".into(),
+            format!("{THP}/enabled"),
+            thp_enabled_word(vm.transparent_hugepage_enabled).into(),
         ),
         (
             "/proc/sys/vm/watermark_scale_factor".into(),
@@ -147,14 +210,41 @@ pub fn guest_sysctls(cfg: &Config) -> Result<Vec<(String, String)>, String> {
             k.numa_balancing.to_string(),
         ),
     ];
-    if vm.min_free_kbytes > 0 {
-        s.insert(
-            2,
+    // After `enabled`: its write runs start_stop_khugepaged → set_recommended_min_free_kbytes
+    // (mm/khugepaged.c), which recomputes min_free_kbytes (calculate_min_free_kbytes when
+    // THP is off, raises it when on); the scenario's own value must be written after that.
+    let enabled = format!("{THP}/enabled");
+    let mut at = s
+        .iter()
+        .position(|(k, _)| *k == enabled)
+        .map_or(0, |i| i + 1);
+    if thp_enabled(cfg) {
+        let thp = [
             (
-                "/proc/sys/vm/min_free_kbytes".into(),
-                vm.min_free_kbytes.to_string(),
+                "defrag",
+                thp_defrag_word(vm.transparent_hugepage_defrag).into(),
             ),
-        );
+            (
+                "use_zero_page",
+                u8::from(vm.transparent_hugepage_use_zero_page).to_string(),
+            ),
+            // tierlab models no khugepaged: no collapse, and no compaction for one. Its
+            // pages_to_scan cannot be 0 (pages_to_scan_store: EINVAL), so it scans one PMD
+            // range per pass, and the pass comes once in 49 days (scan_sleep_millisecs is any
+            // u32). Written last: the write wakes khugepaged for one pass (khugepaged_wait_work).
+            // max_ptes_none stays 511: below that the deferred-split shrinker splits
+            // underused THPs (mm/huge_memory.c thp_underused).
+            ("khugepaged/defrag", "0".into()),
+            ("khugepaged/pages_to_scan", "1".into()),
+            ("khugepaged/scan_sleep_millisecs", u32::MAX.to_string()),
+        ];
+        for (name, value) in thp {
+            s.insert(at, (format!("{THP}/{name}"), value));
+            at += 1;
+        }
+    }
+    if vm.min_free_kbytes > 0 {
+        s.insert(at, (MIN_FREE_KBYTES.into(), vm.min_free_kbytes.to_string()));
     }
     Ok(s)
 }
@@ -307,10 +397,21 @@ fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
 
 /// The program of the scenario with workload seed `seed`, compiled under `dir`.
 fn program(cfg: &Config, origin: &str, seed: u64, dir: &Path) -> Result<PathBuf, String> {
+    let thp = thp_enabled(cfg);
+    let mut end_counters = END_COUNTERS.to_vec();
+    if thp {
+        end_counters.extend(THP_END_COUNTERS);
+    }
     let opts = CProgramOptions {
         sample_interval_ms: cfg.sim.timeline_interval_ms,
-        counters: COUNTERS.iter().map(|s| s.to_string()).collect(),
-        end_counters: END_COUNTERS.iter().map(|s| s.to_string()).collect(),
+        counters: counters(cfg).iter().map(|s| s.to_string()).collect(),
+        end_counters: end_counters.iter().map(|s| s.to_string()).collect(),
+        // Each sample reads every node's meminfo: only when there are THPs to count.
+        node_meminfo: if thp {
+            vec![ANON_HUGE_PAGES.into()]
+        } else {
+            Vec::new()
+        },
         nodes: cfg.machine.nodes.len() as u32,
         cpus: cfg.machine.cpus,
     };
@@ -383,6 +484,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let calibration = |gap_ns: &[(usize, f64)], kernel: &[String], sampler_work: Option<String>| {
         let mut sets = calibrate::gap_sets(gap_ns);
         sets.extend(calibration_knobs());
+        sets.push(CALIBRATION_THP.into());
         sets.extend(sampler.iter().cloned());
         sets.extend(sampler_work);
         sets.extend(kernel.iter().cloned());
@@ -472,6 +574,10 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         eprintln!("tierlab: stand-in charges {g}");
     }
     run.sysctls = sysctls;
+    if thp_enabled(&cfg) {
+        // What khugepaged's start made of min_free_kbytes, for the stand-in (run_seed).
+        run.reads = vec![MIN_FREE_KBYTES.into()];
+    }
     run.ftrace = match (args.scan_trace, args.trace.is_empty()) {
         (true, _) => {
             let mut f = scan_trace::ftrace().merged(&user_probes);
@@ -510,6 +616,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         );
         print!("{}", one.cmp.text());
         print!("{}", report::zone_text(&one.real, &one.sim));
+        print!("{}", report::anon_huge_text(&one.real, &one.sim));
         if let Some((_, text)) = &one.scan {
             print!("{text}");
         }
@@ -536,6 +643,10 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let zones = report::zone_text(&first.real, &first.sim);
     if !zones.is_empty() {
         print!("\nseed {}:{}", first.seed, zones);
+    }
+    let huge = report::anon_huge_text(&first.real, &first.sim);
+    if !huge.is_empty() {
+        print!("\nseed {}:{}", first.seed, huge);
     }
     if let Some((_, text)) = &first.scan {
         print!("\nseed {}:{text}", first.seed);
@@ -639,6 +750,22 @@ fn run_seed(
     if !failed.is_empty() {
         eprintln!("tierlab: warning: the guest refused {}", failed.join(", "));
     }
+    // tierlab does not raise min_free_kbytes for THP (mm/khugepaged.c
+    // set_recommended_min_free_kbytes, at khugepaged's start): the stand-in takes the
+    // guest's, unless the scenario sets its own (written after THP's knobs).
+    let mut machine_sets = Vec::new();
+    if thp_enabled(cfg) && cfg.vm.min_free_kbytes == 0 {
+        if let Some(kb) = out
+            .read(MIN_FREE_KBYTES)
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            eprintln!(
+                "tierlab: THP on: the guest's min_free_kbytes is {kb} \
+                 (set_recommended_min_free_kbytes); the stand-in takes it"
+            );
+            machine_sets.push(format!("vm.min_free_kbytes={kb}"));
+        }
+    }
     let real = report::parse_samples(&out.stdout_lines).map_err(|e| {
         if several {
             format!("seed {seed}: {e}")
@@ -649,6 +776,7 @@ fn run_seed(
     // The simulated side, on the machine as the guest booted it, with the same seed.
     eprintln!("tierlab: simulating {origin} on the stand-in machine");
     let mut extra = gaps.to_vec();
+    extra.extend(machine_sets.iter().cloned());
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
@@ -659,22 +787,17 @@ fn run_seed(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phase").is_some())
         .collect();
-    let quiet = quiet_window_gaps(
-        args,
-        cfg,
-        &out.nodes,
-        &phase_lines,
-        &real,
-        &without_gaps(gaps),
-    )
-    .map_err(label)?;
+    let mut quiet_stand_in = without_gaps(gaps);
+    quiet_stand_in.extend(machine_sets);
+    let quiet = quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real, &quiet_stand_in)
+        .map_err(label)?;
     if !quiet.is_empty() {
         extra = without_gaps(&extra);
         extra.extend(quiet);
     }
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
-    let cmp = report::compare(&real, &sim, COUNTERS);
+    let cmp = report::compare(&real, &sim, &counters(cfg));
     for e in &out.ftrace_errors {
         eprintln!("tierlab: warning: the guest's ftrace: {e}");
     }
@@ -822,14 +945,21 @@ fn calibration_knobs() -> [String; 2] {
     ]
 }
 
-/// The scenario's knobs with NUMA balancing and demotion off (the calibration run).
+/// The calibration run's THP on the stand-in: off, as in the guest (`calibration_sysctls`).
+const CALIBRATION_THP: &str = "vm.transparent_hugepage_enabled=\"never\"";
+
+/// The scenario's knobs with NUMA balancing and demotion off (the calibration run), and THP
+/// off: what it measures (the fill's faults, the probes' mprotect and migration) are the cost
+/// table's 4 KiB operations, where a PMD-mapped THP would take 512 pages at once.
 fn calibration_sysctls(sysctls: &[(String, String)]) -> Vec<(String, String)> {
+    let thp_enabled = format!("{THP}/enabled");
     sysctls
         .iter()
         .map(|(k, v)| {
             let v = match k.as_str() {
                 "/proc/sys/kernel/numa_balancing" => "0".to_string(),
                 "/sys/kernel/mm/numa/demotion_enabled" => "false".to_string(),
+                k if k == thp_enabled => "never".to_string(),
                 _ => v.clone(),
             };
             (k.clone(), v)
@@ -1052,5 +1182,64 @@ mod tests {
         );
         assert!(guest_sysctls(&scenario(&["kernel.migrc=on".into()])).is_err());
         assert!(guest_sysctls(&scenario(&["kernel.tiering_policy=\"tpp\"".into()])).is_err());
+    }
+
+    #[test]
+    fn thp_knobs_become_guest_writes_and_thp_rows() {
+        let paths = |s: &[(String, String)]| s.iter().map(|x| x.0.clone()).collect::<Vec<_>>();
+        // THP off (the default): enabled = never and nothing more, as before; no THP rows.
+        let off = scenario(&[]);
+        let s = guest_sysctls(&off).unwrap();
+        let get = |p: &str| s.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get(&format!("{THP}/enabled")), Some("never"));
+        assert_eq!(paths(&s).iter().filter(|p| p.contains(THP)).count(), 1);
+        assert_eq!(counters(&off), COUNTERS);
+        // THP on: the scenario's values, khugepaged held off, min_free_kbytes written after
+        // enabled (whose write recomputes it).
+        let on = scenario(&[
+            "vm.transparent_hugepage_enabled=\"always\"".into(),
+            "vm.transparent_hugepage_defrag=\"defer+madvise\"".into(),
+            "vm.transparent_hugepage_use_zero_page=false".into(),
+            "vm.min_free_kbytes=8192".into(),
+        ]);
+        let s = guest_sysctls(&on).unwrap();
+        let get = |p: &str| s.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get(&format!("{THP}/enabled")), Some("always"));
+        assert_eq!(get(&format!("{THP}/defrag")), Some("defer+madvise"));
+        assert_eq!(get(&format!("{THP}/use_zero_page")), Some("0"));
+        assert_eq!(get(&format!("{THP}/khugepaged/defrag")), Some("0"));
+        assert_eq!(get(&format!("{THP}/khugepaged/pages_to_scan")), Some("1"));
+        assert_eq!(
+            get(&format!("{THP}/khugepaged/scan_sleep_millisecs")),
+            Some("4294967295")
+        );
+        let p = paths(&s);
+        let at = |x: &str| p.iter().position(|k| k == x).unwrap();
+        assert!(at(&format!("{THP}/enabled")) < at(MIN_FREE_KBYTES));
+        assert!(
+            at(&format!("{THP}/khugepaged/pages_to_scan"))
+                < at(&format!("{THP}/khugepaged/scan_sleep_millisecs"))
+        );
+        assert_eq!(get(MIN_FREE_KBYTES), Some("8192"));
+        assert_eq!(s.last().unwrap().0, "/proc/sys/kernel/numa_balancing");
+        let rows = counters(&on);
+        assert_eq!(&rows[..COUNTERS.len()], COUNTERS);
+        assert_eq!(&rows[COUNTERS.len()..], THP_COUNTERS);
+        let madvise = scenario(&["vm.transparent_hugepage_enabled=\"madvise\"".into()]);
+        assert_eq!(
+            counters(&madvise).len(),
+            COUNTERS.len() + THP_COUNTERS.len()
+        );
+        // The calibration run measures 4 KiB operations: THP off there.
+        let calib = calibration_sysctls(&s);
+        let get = |p: &str| calib.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
+        assert_eq!(get(&format!("{THP}/enabled")), Some("never"));
+        assert_eq!(get(&format!("{THP}/defrag")), Some("defer+madvise"));
+        assert_eq!(
+            scenario(&[CALIBRATION_THP.into()])
+                .vm
+                .transparent_hugepage_enabled,
+            ThpEnabled::Never
+        );
     }
 }

@@ -12,7 +12,9 @@
 //!   `/tierlab/<name>`, extra files) and boots it with `console=ttyS0`.
 //! - `/init` mounts proc, sysfs, devtmpfs, debugfs and a tmpfs on /tmp; prints
 //!   `TIERLAB-INIT`; writes each sysctl and prints `TIERLAB-SYSCTL path=value ok (reads …)` or
-//!   `… failed: why`; prints `TIERLAB-NODE` (MemTotal, CPUs, distances) per node and
+//!   `… failed: why` (a choice file whose bracketed choice is not the value written counts
+//!   as failed); prints `TIERLAB-READ path=value` for each of `GuestRun::reads`; prints
+//!   `TIERLAB-NODE` (MemTotal, CPUs, distances) per node and
 //!   `TIERLAB-TIER` per memory tier (/sys/devices/virtual/memory_tiering); runs the program in
 //!   /tierlab with its stdout on the second serial port (a file on the host, so kernel
 //!   messages never mix into it) and stderr on the console; prints `TIERLAB-EXIT code=N`; and
@@ -116,6 +118,9 @@ pub struct GuestRun {
     pub cmdline: Vec<String>,
     /// Trace the program's run with these kprobes and tracepoints.
     pub ftrace: Option<Ftrace>,
+    /// Files under /proc/sys or /sys that /init reads after the sysctls (`TIERLAB-READ`),
+    /// for values the kernel derives from them (min_free_kbytes once THP is on).
+    pub reads: Vec<String>,
 }
 
 impl GuestRun {
@@ -130,6 +135,7 @@ impl GuestRun {
             kernel: None,
             cmdline: Vec::new(),
             ftrace: None,
+            reads: Vec::new(),
         }
     }
 }
@@ -189,12 +195,21 @@ pub struct GuestOutput {
     pub kernel_release: String,
     pub sysctls: Vec<SysctlResult>,
     pub nodes: Vec<GuestNodeInfo>,
+    /// `GuestRun::reads` as (path, what it read after the sysctls), in order.
+    pub reads: Vec<(String, String)>,
 }
 
 impl GuestOutput {
     /// The tier of every node, in node order.
     pub fn tiers(&self) -> Vec<Option<u32>> {
         self.nodes.iter().map(|n| n.tier).collect()
+    }
+
+    /// What /init read from `path` after the sysctls (`GuestRun::reads`).
+    pub fn read(&self, path: &str) -> Option<&str> {
+        (self.reads.iter())
+            .find(|(p, _)| p == path)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The sysctls that failed, as "path=value: why".
@@ -966,6 +981,7 @@ fn guest_file_path(p: &str) -> Result<String, String> {
 /// The guest's /init.
 pub fn init_script(
     sysctls: &[(String, String)],
+    reads: &[String],
     program: &str,
     args: &[String],
     ftrace: Option<&Ftrace>,
@@ -992,6 +1008,12 @@ tl_set() {
     );
     for (path, value) in sysctls {
         s += &format!("tl_set {} {}\n", sh_quote(path), sh_quote(value));
+    }
+    for path in reads {
+        let p = sh_quote(path);
+        s += &format!(
+            "printf 'TIERLAB-READ %s=%s\\n' {p} \"$(head -c 200 {p} 2>/dev/null | tr '\\n' ' ' | sed 's/ *$//')\"\n"
+        );
     }
     // Before the nodes' memory is read: the ring buffers come out of each CPU's node, and the
     // stand-in must hold them as the guest does.
@@ -1074,7 +1096,14 @@ pub fn build_initramfs(
     c.file(
         "init",
         0o755,
-        init_script(sysctls, &prog_guest, &run.args, run.ftrace.as_ref()).as_bytes(),
+        init_script(
+            sysctls,
+            &run.reads,
+            &prog_guest,
+            &run.args,
+            run.ftrace.as_ref(),
+        )
+        .as_bytes(),
     )?;
     c.file(&prog_guest, 0o755, &prog_bytes)?;
     for (guest, host) in &run.files {
@@ -1149,6 +1178,11 @@ pub fn run_with(
         })
         .collect::<Result<_, String>>()?;
     progress("building the initramfs");
+    for r in &run.reads {
+        if sysctl_path(r)? != *r {
+            return Err(format!("read '{r}': not a path under /proc/sys or /sys"));
+        }
+    }
     let initrd = build_initramfs(tools, run, &sysctls)?;
 
     let dir = std::env::temp_dir().join(format!(
@@ -1315,6 +1349,7 @@ pub fn run_with(
         kernel_release: String::new(),
         sysctls: Vec::new(),
         nodes: Vec::new(),
+        reads: Vec::new(),
     };
     let finished = parse_console(&mut out, &sysctls);
     if !finished {
@@ -1355,6 +1390,13 @@ fn fields(m: &str) -> Vec<(&str, &str)> {
         .skip(1)
         .filter_map(|f| f.split_once('='))
         .collect()
+}
+
+/// The bracketed choice of a sysfs choice file's contents ("always [madvise] never" →
+/// "madvise"); None for a plain value.
+fn selected(reads: &str) -> Option<&str> {
+    let (_, after) = reads.split_once('[')?;
+    after.split_once(']').map(|(s, _)| s)
 }
 
 /// Fill `out` from /init's report on the console; whether the program's exit was reported.
@@ -1406,12 +1448,22 @@ fn parse_console(out: &mut GuestOutput, sysctls: &[(String, String)]) -> bool {
                 } else {
                     (false, verdict.trim_start_matches("failed:").trim())
                 };
+                // A choice file reads back its options with the chosen one in brackets
+                // (mm/huge_memory.c enabled_show, defrag_show: "always [madvise] never");
+                // any other selection means the write did not take.
+                let ok = ok && selected(detail).is_none_or(|s| s == v.as_str());
                 out.sysctls.push(SysctlResult {
                     path: p.clone(),
                     value: v.clone(),
                     ok,
                     detail: detail.to_string(),
                 });
+            }
+            "TIERLAB-READ" => {
+                let rest = &m["TIERLAB-READ ".len().min(m.len())..];
+                if let Some((p, v)) = rest.split_once('=') {
+                    out.reads.push((p.to_string(), v.trim().to_string()));
+                }
             }
             "TIERLAB-NODE" => {
                 let Some(id) = get("id").and_then(|v| v.parse().ok()) else {
@@ -1681,12 +1733,17 @@ type = "xsbench"
     fn init_script_quotes() {
         let s = init_script(
             &[("/proc/sys/vm/x".into(), "it's".into())],
+            &["/proc/sys/vm/min_free_kbytes".into()],
             "/tierlab/p",
             &["a b".into(), "c'd".into()],
             None,
         );
         assert!(s.contains(r"tl_set '/proc/sys/vm/x' 'it'\''s'"));
         assert!(s.contains(r"'/tierlab/p' 'a b' 'c'\''d' > /dev/ttyS1"));
+        // Reads come after every write.
+        let read = s.find("TIERLAB-READ %s=%s").unwrap();
+        assert!(s.find("tl_set '/proc/sys/vm/x'").unwrap() < read);
+        assert!(s.contains(r"head -c 200 '/proc/sys/vm/min_free_kbytes'"));
         assert!(s.starts_with("#!/bin/sh\n"));
     }
 
@@ -1769,6 +1826,10 @@ TIERLAB-INIT uptime=1.93 release=6.12.117+deb12-amd64
 TIERLAB-SYSCTL /proc/sys/kernel/numa_balancing=2 ok (reads 2)
 TIERLAB-SYSCTL /sys/kernel/mm/transparent_hugepage/enabled=never ok (reads always madvise [never])
 TIERLAB-SYSCTL /proc/sys/vm/bogus=1 failed: sh: can't create /proc/sys/vm/bogus: nonexistent directory
+TIERLAB-SYSCTL /sys/kernel/mm/transparent_hugepage/defrag=defer+madvise ok (reads always defer [defer+madvise] madvise never)
+TIERLAB-SYSCTL /sys/kernel/mm/transparent_hugepage/shmem_enabled=always ok (reads always within_size advise [never] deny force)
+TIERLAB-SYSCTL /sys/kernel/mm/lru_gen/enabled=y ok (reads 0x0007)
+TIERLAB-READ /proc/sys/vm/min_free_kbytes=22528
 TIERLAB-NODE id=1 memtotal_kb=255672 cpus= distance=20,10
 TIERLAB-NODE id=0 memtotal_kb=218352 cpus=0 distance=10,20
 TIERLAB-PCP node=0 cpu=1 count=40 high=300
@@ -1786,6 +1847,15 @@ TIERLAB-EXIT code=3 uptime=2.50
             ("/sys/kernel/mm/transparent_hugepage/enabled", "never"),
             ("/proc/sys/vm/bogus", "1"),
             ("/proc/sys/vm/never_reported", "1"),
+            (
+                "/sys/kernel/mm/transparent_hugepage/defrag",
+                "defer+madvise",
+            ),
+            (
+                "/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+                "always",
+            ),
+            ("/sys/kernel/mm/lru_gen/enabled", "y"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -1803,6 +1873,7 @@ TIERLAB-EXIT code=3 uptime=2.50
             kernel_release: String::new(),
             sysctls: vec![],
             nodes: vec![],
+            reads: vec![],
         };
         assert!(parse_console(&mut out, &sysctls));
         assert_eq!(out.boot_seconds, 1.93);
@@ -1821,8 +1892,19 @@ TIERLAB-EXIT code=3 uptime=2.50
         assert!(out.sysctls[0].ok && out.sysctls[0].detail == "2");
         assert_eq!(out.sysctls[1].detail, "always madvise [never]");
         assert!(!out.sysctls[2].ok && out.sysctls[2].detail.contains("nonexistent"));
-        assert!(!out.sysctls[3].ok);
-        assert_eq!(out.failed_sysctls().len(), 2);
+        // Reported in console order; the one never reported comes last.
+        let by_path = |p: &str| out.sysctls.iter().find(|s| s.path.ends_with(p)).unwrap();
+        assert!(!by_path("never_reported").ok);
+        // A bracketed choice must be the value written; a plain readback is not compared.
+        let defrag = by_path("transparent_hugepage/defrag");
+        assert!(defrag.ok && defrag.detail == "always defer [defer+madvise] madvise never");
+        assert!(!by_path("shmem_enabled").ok);
+        assert!(by_path("lru_gen/enabled").ok);
+        assert_eq!(out.failed_sysctls().len(), 3);
+        assert_eq!(out.read("/proc/sys/vm/min_free_kbytes"), Some("22528"));
+        assert_eq!(out.read("/proc/sys/vm/other"), None);
+        assert_eq!(selected("always [madvise] never"), Some("madvise"));
+        assert_eq!(selected("0x0007"), None);
     }
 
     #[test]

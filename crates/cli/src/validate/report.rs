@@ -33,12 +33,23 @@ pub struct RealSample {
     pub accesses: Vec<u64>,
     /// Each worker's [run time, run-queue wait] so far, ns (its schedstat).
     pub schedstat: Vec<[u64; 2]>,
+    /// Per /sys/devices/system/node/nodeN/meminfo field the program read (kB), its value on
+    /// each node (None: not read); empty unless asked (THP on).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_meminfo: Vec<(String, Vec<Option<u64>>)>,
 }
 
 impl RealSample {
     /// A /proc/vmstat counter of this sample, if the program read it.
     pub fn counter(&self, name: &str) -> Option<u64> {
         self.vmstat.iter().find(|v| v.0 == name).map(|v| v.1)
+    }
+
+    /// A node meminfo field of this sample per node (kB), if the program read it.
+    pub fn node_meminfo(&self, field: &str) -> Option<&[Option<u64>]> {
+        (self.node_meminfo.iter())
+            .find(|v| v.0 == field)
+            .map(|v| v.1.as_slice())
     }
 }
 
@@ -160,6 +171,20 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
                 .map(|a| {
                     a.iter()
                         .filter_map(|x| Some([x.get(0)?.as_u64()?, x.get(1)?.as_u64()?]))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            node_meminfo: v
+                .get("node_meminfo")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, x)| {
+                            let per_node = (x.as_array().into_iter().flatten())
+                                .map(Value::as_u64)
+                                .collect();
+                            (k.clone(), per_node)
+                        })
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -475,6 +500,59 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
     s
 }
 
+/// The guest's THPs per node (its AnonHugePages, kB) at every sample, beside tierlab's
+/// `nr_anon_transparent_hugepages` × 2 MiB (all nodes) at the nearest simulated time; empty
+/// when the samples carry no AnonHugePages (THP off).
+pub fn anon_huge_text(real: &[RealSample], sim: &RunResult) -> String {
+    const FIELD: &str = "AnonHugePages";
+    const THPS: &str = "nr_anon_transparent_hugepages";
+    const THP_KIB: u64 = 2048;
+    if real.iter().all(|s| s.node_meminfo(FIELD).is_none()) {
+        return String::new();
+    }
+    let nodes = (real.iter())
+        .filter_map(|s| s.node_meminfo(FIELD).map(<[_]>::len))
+        .max()
+        .unwrap_or(0);
+    let sim_kib = |vm: &tierlab::result::CounterMap| {
+        vm.0.iter()
+            .find(|(n, _)| n == THPS)
+            .map(|(_, v)| v * THP_KIB)
+    };
+    let opt = |x: Option<u64>| x.map_or("-".to_string(), |v| v.to_string());
+    let mut s = format!(
+        "\n{FIELD} (kB): the real kernel's per node (/sys/devices/system/node/nodeN/meminfo), \
+         then tierlab's {THPS} x {THP_KIB} (all nodes)\n{:>10}",
+        "t (ms)"
+    );
+    for n in 0..nodes {
+        s += &format!("{:>11}", format!("node {n}"));
+    }
+    s += &format!("{:>11}{:>11}\n", "real", "tierlab");
+    for r in real {
+        let per_node = r.node_meminfo(FIELD).unwrap_or(&[]);
+        s += &format!("{:>10.0}", r.t_ms);
+        for n in 0..nodes {
+            s += &format!("{:>11}", opt(per_node.get(n).copied().flatten()));
+        }
+        let total = (!per_node.is_empty())
+            .then(|| per_node.iter().copied().sum::<Option<u64>>())
+            .flatten();
+        let nearest = (sim.timeline.iter())
+            .min_by(|a, b| (a.t_ms - r.t_ms).abs().total_cmp(&(b.t_ms - r.t_ms).abs()));
+        s += &format!(
+            "{:>11}{:>11}\n",
+            opt(total),
+            opt(nearest.and_then(|p| sim_kib(&p.vm)))
+        );
+    }
+    match sim_kib(&sim.vmstat) {
+        Some(kib) => s += &format!("tierlab at the end of the run: {kib} kB\n"),
+        None => s += &format!("tierlab reports no {THPS} (0 THPs)\n"),
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -531,6 +609,34 @@ mod tests {
         assert_eq!(summary_indices(5), vec![0, 2, 4]);
         assert_eq!(summary_indices(2), vec![0, 1]);
         assert_eq!(summary_indices(1), vec![0]);
+    }
+
+    #[test]
+    fn anon_huge_pages_parse_per_node_and_show_only_when_read() {
+        let lines: Vec<String> = [
+            r#"{"t_ms":10.0,"regions":{},"node_meminfo":{"AnonHugePages":[2048,null]}}"#,
+            r#"{"t_ms":20.0,"regions":{},"node_meminfo":{"AnonHugePages":[4096,2048]}}"#,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let s = parse_samples(&lines).unwrap();
+        assert_eq!(
+            s[0].node_meminfo("AnonHugePages"),
+            Some(&[Some(2048), None][..])
+        );
+        assert_eq!(
+            s[1].node_meminfo("AnonHugePages"),
+            Some(&[Some(4096), Some(2048)][..])
+        );
+        assert_eq!(s[1].node_meminfo("Other"), None);
+        // Without the field (THP off) there is no table and nothing in the JSON.
+        let off = parse_samples(&[r#"{"t_ms":1.0,"regions":{}}"#.to_string()]).unwrap();
+        assert!(off[0].node_meminfo.is_empty());
+        assert!(serde_json::to_value(&off[0])
+            .unwrap()
+            .get("node_meminfo")
+            .is_none());
     }
 
     #[test]

@@ -66,6 +66,10 @@
 //!     between them `free` comes from `/proc/buddyinfo`, `pcp` and `pcp_high` are `null` and
 //!     the rest is the last read's.
 //!     `TIERLAB_ZONEINFO=FILE` and `TIERLAB_BUDDYINFO=FILE` read FILE instead.
+//!   - `node_meminfo` (only with `CProgramOptions::node_meminfo`):
+//!     `{"AnonHugePages":[2048,0]}`, each field in kB per node from
+//!     `/sys/devices/system/node/nodeN/meminfo` (one read per node and sample; `null` where
+//!     unreadable). `TIERLAB_NODE_DIR=DIR` reads `DIR/nodeN/meminfo` instead.
 //! - Phase instance ended (printed by the thread the barrier elects, after the barrier, in
 //!   program order): `{"phase":"fill","begin_ms":0.512,"end_ms":40.125,"accesses":1024,
 //!   "cpu_ms":12.5}`; `cpu_ms` is the CPU time (user + system, the kernel's
@@ -106,9 +110,11 @@
 //!     for every thread or one per thread (a `GAP_<i>` table either way).
 //!   - Region binding (`node` on a region): after each touch of it, the lowest participating
 //!     thread moves the whole region there with `move_pages`, as the simulator does.
-//! - `madvise` (`MADV_PAGEOUT`, `MADV_COLD`, `MADV_DONTNEED`), `mprotect`, `munmap`, `mmap`
-//!   (anon, or the file from the range's page offset): the syscall on the phase's range, by
-//!   each participating thread.
+//! - `madvise` (`MADV_PAGEOUT`, `MADV_COLD`, `MADV_DONTNEED`, `MADV_HUGEPAGE`,
+//!   `MADV_NOHUGEPAGE`: tierlab's advice numbers are Linux's, passed as they are), `mprotect`,
+//!   `munmap`, `mmap` (anon, or the file from the range's page offset): the syscall on the
+//!   phase's range, by each participating thread. Regions are 2 MiB aligned at the same
+//!   addresses on both sides, so a THP covers the same pages in both.
 //! - `move_pages`: `move_pages(MPOL_MF_MOVE)` of every page, 4096 pages per call; per-page
 //!   failures (page absent, busy) are not errors.
 //! - `sleep`: `clock_nanosleep` for `ms`; `barrier`: nothing but the barrier.
@@ -146,6 +152,10 @@ pub struct CProgramOptions {
     /// More counters the last sample reports (their totals since boot): every byte of a
     /// sample line is the guest's work, so counters wanted only as totals stay out of the rest.
     pub end_counters: Vec<String>,
+    /// `/sys/devices/system/node/nodeN/meminfo` fields (kB) each sample reports per node
+    /// (`AnonHugePages`); empty: the files are not read, and the program is the same binary
+    /// as before the option existed.
+    pub node_meminfo: Vec<String>,
     /// The machine's NUMA node count (as `scripted::build` takes it).
     pub nodes: u32,
     /// The machine's CPU count (as `scripted::build` takes it).
@@ -174,9 +184,21 @@ pub fn generate(
             )));
         }
     }
+    for f in &opts.node_meminfo {
+        if f.is_empty() || f.contains(|ch: char| ch.is_whitespace() || ch.is_control() || ch == ':')
+        {
+            return Err(ConfigError::msg(format!(
+                "C program: {f:?} is not a node meminfo field name"
+            )));
+        }
+    }
     let r = resolve(table, origin, seed, opts.nodes, opts.cpus)?;
     let mut out = String::new();
     header(&mut out, &r, origin, seed);
+    if !opts.node_meminfo.is_empty() {
+        // The runtime's node meminfo reader exists only then (runtime.c).
+        out.push_str("#define TIERLAB_NODE_MEMINFO 1\n");
+    }
     out.push_str(RUNTIME);
     out.push_str("\n/* ---- the scenario ---- */\n\n");
     threads(&mut out, &r, seed);

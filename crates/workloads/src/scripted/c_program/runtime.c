@@ -140,6 +140,10 @@ extern const char *const COUNTERS[];
 extern const int NCOUNTERS;
 extern const char *const END_COUNTERS[];
 extern const int NEND_COUNTERS;
+#ifdef TIERLAB_NODE_MEMINFO
+extern const char *const NODE_MEMINFO[];
+extern const int NNODE_MEMINFO;
+#endif
 extern const int NNODES;
 
 /* ---- output ---- */
@@ -1110,6 +1114,68 @@ static const char *vmstat_value(const char *vm, const char *name)
 	return NULL;
 }
 
+/* Compiled in only when the program samples node meminfo fields (the generator defines
+ * TIERLAB_NODE_MEMINFO): without them the program is the same binary as before they existed,
+ * so runs on the guest's instruction clock stay as they were. */
+#ifdef TIERLAB_NODE_MEMINFO
+/* Field `name` of a node's meminfo text ("Node 0 AnonHugePages:    2048 kB"), kB; -1 when
+ * absent. */
+static long long node_meminfo_value(const char *text, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *l = text; l && *l;) {
+		if (strncmp(l, "Node ", 5) == 0) {
+			const char *p = l + 5;
+			while (*p >= '0' && *p <= '9')
+				p++;
+			while (*p == ' ')
+				p++;
+			if (strncmp(p, name, len) == 0 && p[len] == ':') {
+				char *e;
+				long long v = strtoll(p + len + 1, &e, 10);
+				return e == p + len + 1 ? -1 : v;
+			}
+		}
+		l = strchr(l, '\n');
+		l = l ? l + 1 : NULL;
+	}
+	return -1;
+}
+
+/* `,"node_meminfo":{"<field>":[<node 0>,..],..}`: each NODE_MEMINFO field of nodes 0 to
+ * `width` - 1 from /sys/devices/system/node/nodeN/meminfo (TIERLAB_NODE_DIR names another
+ * directory), null where unreadable. One read per node. */
+static void sb_node_meminfo(struct sb *b, int width)
+{
+	const char *dir = getenv("TIERLAB_NODE_DIR");
+	if (!dir || !*dir)
+		dir = "/sys/devices/system/node";
+	char *texts[MAXNODES] = {0};
+	for (int n = 0; n < width; n++) {
+		char path[512];
+		snprintf(path, sizeof path, "%s/node%d/meminfo", dir, n);
+		texts[n] = read_file(path);
+	}
+	sb_printf(b, ",\"node_meminfo\":{");
+	for (int f = 0; f < NNODE_MEMINFO; f++) {
+		sb_printf(b, "%s\"", f ? "," : "");
+		sb_json_str(b, NODE_MEMINFO[f]);
+		sb_printf(b, "\":[");
+		for (int n = 0; n < width; n++) {
+			long long v = texts[n] ? node_meminfo_value(texts[n], NODE_MEMINFO[f]) : -1;
+			if (v < 0)
+				sb_printf(b, "%snull", n ? "," : "");
+			else
+				sb_printf(b, "%s%lld", n ? "," : "", v);
+		}
+		sb_printf(b, "]");
+	}
+	sb_printf(b, "}");
+	for (int n = 0; n < width; n++)
+		free(texts[n]);
+}
+#endif
+
 /* One sample line (`last`: the one after the last phase); returns how long it took (ns). */
 static uint64_t sample(int last)
 {
@@ -1204,6 +1270,9 @@ static uint64_t sample(int last)
 	}
 	sb_printf(&b, "],\"zones\":");
 	sb_zones(&b, last);
+#ifdef TIERLAB_NODE_MEMINFO
+	sb_node_meminfo(&b, width);
+#endif
 	uint64_t span = now_ns() - t;
 	/* Its own CPU time too: the load it puts on the machine, which the stand-in repeats. */
 	sb_printf(&b, ",\"span_ms\":%.3f,\"cpu_ms\":%.3f}", (double)span / 1e6,

@@ -1,4 +1,5 @@
-//! What the sampler reports: the watched sub-ranges, the vmstat counters, the node count and
+//! What the sampler reports: the watched sub-ranges, the vmstat counters, the node meminfo
+//! fields, the node count and
 //! the interval (the regions themselves are in `REGIONS`), and the `/proc/zoneinfo` reader.
 
 use std::fmt::Write;
@@ -9,7 +10,8 @@ use super::{c_str, json_c_str, pages, table, CProgramOptions};
 /// The sampler's `/proc/zoneinfo` reader, declared in the runtime and defined after it.
 const ZONEINFO: &str = include_str!("zoneinfo.c");
 
-/// `WATCHES`, `COUNTERS`, `END_COUNTERS`, `NNODES` and `SAMPLE_MS`, and the zoneinfo reader.
+/// `WATCHES`, `COUNTERS`, `END_COUNTERS`, `NODE_MEMINFO` (when there are fields), `NNODES`
+/// and `SAMPLE_MS`, and the zoneinfo reader.
 pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
     out.push_str(ZONEINFO);
     // `region_specs` lists the regions, then the watched sub-ranges in `cfg.watch` order.
@@ -36,6 +38,9 @@ pub(super) fn tables(out: &mut String, r: &Resolved, opts: &CProgramOptions) {
     let _ = writeln!(out, "const int NWATCHES = {};", rows.len());
     names(out, "COUNTERS", &opts.counters);
     names(out, "END_COUNTERS", &opts.end_counters);
+    if !opts.node_meminfo.is_empty() {
+        names(out, "NODE_MEMINFO", &opts.node_meminfo);
+    }
     let _ = writeln!(out, "const int NNODES = {};", opts.nodes);
     let _ = writeln!(
         out,
