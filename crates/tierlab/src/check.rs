@@ -350,6 +350,16 @@ impl Kernel {
                 detail: d,
             });
         }
+        // NR_ANON_THPS counts the THPs huge PMDs map.
+        for n in 0..self.nodes.len() {
+            let (counted, mapped) = (self.anon_thps_on(n), self.anon_thps_mapped_on(n));
+            if counted != mapped {
+                self.checker.report(Violation::Rmap {
+                    when: when.into(),
+                    detail: format!("node {n}: NR_ANON_THPS {counted}, huge PMDs map {mapped}"),
+                });
+            }
+        }
     }
 
     /// Every in-use user frame is on exactly the LRU list its flags name, unless isolated.

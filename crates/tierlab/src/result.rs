@@ -190,6 +190,8 @@ pub struct NodeSample {
     pub accesses: u64,
     /// Pages on the per-CPU lists.
     pub pcp: u64,
+    /// PMD-mapped anon THPs (nr_anon_transparent_hugepages of the node).
+    pub anon_thps: u64,
 }
 
 /// One timeline point: cumulative counters at `t_ms` of simulated time.
@@ -506,12 +508,13 @@ fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
             nodes: s
                 .nodes
                 .iter()
-                .map(|&(free, anon, file, accesses, pcp)| NodeSample {
+                .map(|&(free, anon, file, accesses, pcp, anon_thps)| NodeSample {
                     free,
                     anon,
                     file,
                     accesses,
                     pcp,
+                    anon_thps,
                 })
                 .collect(),
             regions: (!sim.regions.is_empty()).then(|| {

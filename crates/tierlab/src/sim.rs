@@ -44,8 +44,8 @@ impl std::error::Error for SimError {}
 pub struct Sample {
     pub t_ms: f64,
     /// Per node: (free pages incl. pcp, anon pages, file pages, accesses served so far, pages
-    /// on the per-CPU lists).
-    pub nodes: Vec<(u64, u64, u64, u64, u64)>,
+    /// on the per-CPU lists, PMD-mapped anon THPs).
+    pub nodes: Vec<(u64, u64, u64, u64, u64, u64)>,
     pub work: u64,
     /// The TIMELINE_VM counters, cumulative.
     pub vm: Vec<u64>,
@@ -323,6 +323,7 @@ impl Sim {
                     n.nr_file,
                     mem.accesses,
                     n.zone.pcp_pages(),
+                    n.nr_anon_thps,
                 )
             })
             .collect();

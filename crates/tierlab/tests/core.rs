@@ -378,19 +378,34 @@ fn lru_aging_follows_folio_check_references() {
     );
     let pfn = sim.k.files[0].lookup(0).unwrap();
     // Young PTE, not PG_referenced: keep and mark referenced.
-    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Keep);
+    assert_eq!(
+        sim.k.folio_check_references(&mut sim.hw, 0, pfn),
+        FolioRef::Keep
+    );
     assert!(sim.k.frames.get(pfn).has(pg::REFERENCED));
     // Not young now (the check cleared it), but PG_referenced: reclaim clean (file).
-    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::ReclaimClean);
+    assert_eq!(
+        sim.k.folio_check_references(&mut sim.hw, 0, pfn),
+        FolioRef::ReclaimClean
+    );
     // Young again and PG_referenced set: activate.
     let vpn = (BASE / PAGE) as u32;
     *sim.k.mms[0].pgtable.get_mut(vpn).unwrap() |= pte::YOUNG;
     sim.k.frames.get_mut(pfn).flags |= pg::REFERENCED;
-    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Activate);
+    assert_eq!(
+        sim.k.folio_check_references(&mut sim.hw, 0, pfn),
+        FolioRef::Activate
+    );
     // Activation leaves PG_referenced set (folio_set_referenced before returning): one more
     // unreferenced pass reclaims it clean, and only then is it plain reclaim.
-    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::ReclaimClean);
-    assert_eq!(sim.k.folio_check_references(pfn), FolioRef::Reclaim);
+    assert_eq!(
+        sim.k.folio_check_references(&mut sim.hw, 0, pfn),
+        FolioRef::ReclaimClean
+    );
+    assert_eq!(
+        sim.k.folio_check_references(&mut sim.hw, 0, pfn),
+        FolioRef::Reclaim
+    );
 
     // shrink_active_list deactivates unreferenced pages of a non-exec mapping.
     let before = sim.k.nodes[0].lru_size(LRU_INACTIVE_FILE);

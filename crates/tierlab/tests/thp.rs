@@ -230,3 +230,39 @@ fn the_checker_catches_a_2m_entry_left_after_a_split() {
         "a writable 2 MiB entry over read-only PTEs must be reported"
     );
 }
+
+#[test]
+fn kswapd_demotes_a_cold_thp_whole() {
+    // 24 MiB into a 16 MiB DRAM node: the THPs that fit stay in DRAM, the rest falls back
+    // to 4 KiB pages on CXL (defrag=madvise: a THP fault tries its own node only). Readers
+    // of those 4 KiB pages want them promoted, find DRAM short and wake its kswapd, which
+    // demotes the cold THPs whole: a migration of 512 pages each, no split.
+    let pages = 12 * HUGE;
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend(stores(0..pages));
+    t0.push(Op::Barrier);
+    let mut threads = vec![];
+    for t in 0..4u64 {
+        let mut ops = if t == 0 {
+            t0.clone()
+        } else {
+            vec![Op::Barrier]
+        };
+        for r in 0..300 {
+            ops.extend(loads(pages - 3 * HUGE..pages).step_by(7 + r % 5));
+            ops.push(Op::Compute(1_000_000));
+        }
+        threads.push((Placement::Pinned(t as u32), ops));
+    }
+    let cfg = tiered_config(&[
+        "vm.transparent_hugepage_enabled=always",
+        "sim.max_seconds=0.5",
+    ]);
+    let sim = run(cfg, one_process(threads, vec![]));
+    let vm = &sim.k.vm;
+    assert!(vm.get(Vm::ThpFaultFallback) > 0, "DRAM ran short of THPs");
+    assert!(vm.get(Vm::ThpMigrationSuccess) > 0, "a THP was demoted");
+    assert!(vm.get(Vm::PgDemoteKswapd) >= HUGE);
+    assert_eq!(vm.get(Vm::ThpSplitPage), 0, "demotion moves THPs whole");
+    assert!(sim.k.anon_thps_on(1) > 0, "THPs now on the CXL node");
+}

@@ -501,7 +501,7 @@ pub fn zone_text(real: &[RealSample], sim: &RunResult) -> String {
 }
 
 /// The guest's THPs per node (its AnonHugePages, kB) at every sample, beside tierlab's
-/// `nr_anon_transparent_hugepages` × 2 MiB (all nodes) at the nearest simulated time; empty
+/// per-node THPs × 2 MiB (the timeline's `anon_thps`) at the nearest simulated time; empty
 /// when the samples carry no AnonHugePages (THP off).
 pub fn anon_huge_text(real: &[RealSample], sim: &RunResult) -> String {
     const FIELD: &str = "AnonHugePages";
@@ -514,42 +514,33 @@ pub fn anon_huge_text(real: &[RealSample], sim: &RunResult) -> String {
         .filter_map(|s| s.node_meminfo(FIELD).map(<[_]>::len))
         .max()
         .unwrap_or(0);
-    let sim_kib = |vm: &tierlab::result::CounterMap| {
-        vm.0.iter()
-            .find(|(n, _)| n == THPS)
-            .map(|(_, v)| v * THP_KIB)
+    let sim_kib = |p: &tierlab::result::TimelinePoint, n: usize| {
+        p.nodes.get(n).map(|s| s.anon_thps * THP_KIB)
     };
     let opt = |x: Option<u64>| x.map_or("-".to_string(), |v| v.to_string());
     let mut s = format!(
-        "\n{FIELD} (kB): the real kernel's per node (/sys/devices/system/node/nodeN/meminfo), \
-         then tierlab's {THPS} x {THP_KIB} (all nodes)\n{:>10}",
+        "\n{FIELD} (kB) per node: the real kernel's (/sys/devices/system/node/nodeN/meminfo) | \
+         tierlab's THPs x {THP_KIB}\n{:>10}",
         "t (ms)"
     );
     for n in 0..nodes {
-        s += &format!("{:>11}", format!("node {n}"));
+        s += &format!("{:>23}", format!("node {n}"));
     }
-    s += &format!("{:>11}{:>11}\n", "real", "tierlab");
+    s.push('\n');
     for r in real {
         let per_node = r.node_meminfo(FIELD).unwrap_or(&[]);
-        s += &format!("{:>10.0}", r.t_ms);
-        for n in 0..nodes {
-            s += &format!("{:>11}", opt(per_node.get(n).copied().flatten()));
-        }
-        let total = (!per_node.is_empty())
-            .then(|| per_node.iter().copied().sum::<Option<u64>>())
-            .flatten();
         let nearest = (sim.timeline.iter())
             .min_by(|a, b| (a.t_ms - r.t_ms).abs().total_cmp(&(b.t_ms - r.t_ms).abs()));
-        s += &format!(
-            "{:>11}{:>11}\n",
-            opt(total),
-            opt(nearest.and_then(|p| sim_kib(&p.vm)))
-        );
+        s += &format!("{:>10.0}", r.t_ms);
+        for n in 0..nodes {
+            let real = opt(per_node.get(n).copied().flatten());
+            let simulated = opt(nearest.and_then(|p| sim_kib(p, n)));
+            s += &format!("{:>23}", format!("{real} | {simulated}"));
+        }
+        s.push('\n');
     }
-    match sim_kib(&sim.vmstat) {
-        Some(kib) => s += &format!("tierlab at the end of the run: {kib} kB\n"),
-        None => s += &format!("tierlab reports no {THPS} (0 THPs)\n"),
-    }
+    let end: u64 = sim.nodes.iter().map(|n| n.anon_thps).sum();
+    s += &format!("tierlab at the end of the run: {THPS} {end}\n");
     s
 }
 

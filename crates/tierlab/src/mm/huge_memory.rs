@@ -36,6 +36,38 @@ pub fn haddr(vpn: u32) -> u32 {
     vpn & !(HPAGE_PMD_NR - 1)
 }
 
+/// The zones up to ZONE_NORMAL that hold memory, for nodes laid out in order from physical
+/// address 0: on x86-64 ZONE_DMA below 16 MiB, ZONE_DMA32 below 4 GiB, ZONE_NORMAL above;
+/// elsewhere (tierlab's arm64) one zone per node.
+pub fn populated_zones(x86: bool, node_pages: &[u64]) -> u64 {
+    if !x86 {
+        return node_pages.len() as u64;
+    }
+    const DMA_END: u64 = (16 << 20) >> PAGE_SHIFT;
+    const DMA32_END: u64 = (4 << 30) >> PAGE_SHIFT;
+    let mut start = 0u64;
+    let mut zones = 0;
+    for &pages in node_pages {
+        let end = start + pages;
+        zones += u64::from(start < DMA_END)
+            + u64::from(start < DMA32_END && end > DMA_END)
+            + u64::from(end > DMA32_END);
+        start = end;
+    }
+    zones
+}
+
+/// set_recommended_min_free_kbytes (mm/khugepaged.c): two free pageblocks per zone for
+/// fragmentation avoidance plus MIGRATE_PCPTYPES² per zone, at most 5 % of the pages above
+/// the high watermarks (`free_buffer_pages`, nr_free_buffer_pages), in KiB.
+pub fn recommended_min_free_kbytes(nr_zones: u64, free_buffer_pages: u64) -> u64 {
+    const PAGEBLOCK_NR_PAGES: u64 = HPAGE_PMD_NR as u64;
+    const MIGRATE_PCPTYPES: u64 = 3;
+    let pages = PAGEBLOCK_NR_PAGES * nr_zones * 2
+        + PAGEBLOCK_NR_PAGES * nr_zones * MIGRATE_PCPTYPES * MIGRATE_PCPTYPES;
+    pages.min(free_buffer_pages / 20) << (PAGE_SHIFT - 10)
+}
+
 impl Kernel {
     /// The head frame of the THP `pfn` belongs to, if it does (folio_test_large).
     pub fn thp_head(&self, pfn: u32) -> Option<u32> {
@@ -67,9 +99,14 @@ impl Kernel {
         }
     }
 
-    /// NR_ANON_THPS of node `n` in THPs: the PMD-mapped anon folios there (counted once
-    /// however many PMDs map them).
+    /// NR_ANON_THPS of node `n` in THPs (`nr_anon_transparent_hugepages`).
     pub fn anon_thps_on(&self, n: usize) -> u64 {
+        self.nodes[n].nr_anon_thps
+    }
+
+    /// NR_ANON_THPS recounted from the page tables: the PMD-mapped anon folios on node `n`
+    /// (once however many PMDs map them), for the checker.
+    pub fn anon_thps_mapped_on(&self, n: usize) -> u64 {
         let mut heads: Vec<u32> = self
             .mms
             .iter()
@@ -220,6 +257,7 @@ impl Kernel {
             self.lru_add(head + i);
         }
         self.mms[mm].rss_anon += HPAGE_PMD_NR as u64;
+        self.nodes[self.frames.get(head).node as usize].nr_anon_thps += 1;
         self.mms[mm].pgtable.set_huge_pmd(
             base,
             pte::mk(
@@ -326,6 +364,7 @@ impl Kernel {
         for i in 0..HPAGE_PMD_NR {
             self.frames.get_mut(head + i).order = 0;
         }
+        self.nodes[self.frames.get(head).node as usize].nr_anon_thps -= 1;
         self.vm.inc(Vm::ThpSplitPage);
     }
 
@@ -405,6 +444,7 @@ impl Kernel {
         for i in 0..HPAGE_PMD_NR {
             self.frames.get_mut(head + i).order = 0;
         }
+        self.nodes[self.frames.get(head).node as usize].nr_anon_thps -= 1;
         self.free_frames_order(m, c, head, HPAGE_PMD_ORDER);
     }
 
@@ -438,5 +478,23 @@ impl Kernel {
                 self.split_huge_page(m, c, head);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn khugepaged_raises_min_free_kbytes_by_zone_count_capped_at_5_percent() {
+        // hot_small's machine (256 + 512 MiB): DMA and DMA32 on node 0, DMA32 on node 1.
+        assert_eq!(populated_zones(true, &[65_536, 131_072]), 3);
+        // 3 × 5,632 pages exceed 5 % of ~700 MiB: the cap. A 6.12 guest of that machine
+        // reads 35832 in /proc/sys/vm/min_free_kbytes with THP on.
+        assert_eq!(recommended_min_free_kbytes(3, 179_160), 35_832);
+        // Two 64 GiB nodes: DMA, DMA32, Normal, then Normal: 4 × 5,632 pages = 88 MiB.
+        assert_eq!(populated_zones(true, &[1 << 24, 1 << 24]), 4);
+        assert_eq!(recommended_min_free_kbytes(4, 30 << 20), 4 * 5_632 * 4);
+        assert_eq!(populated_zones(false, &[1 << 24, 1 << 24]), 2);
     }
 }

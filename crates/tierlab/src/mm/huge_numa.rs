@@ -7,6 +7,7 @@ use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::alloc_pages::AllocMark;
 use crate::mm::huge_memory::{haddr, HPAGE_PMD_ORDER};
+use crate::mm::migrate::MigrateTarget;
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, PAGE_SIZE};
 use crate::stats::Vm;
@@ -100,8 +101,7 @@ impl Kernel {
 
     /// migrate_misplaced_folio_prepare + migrate_misplaced_folio for the THP at `head`:
     /// refuse when `dst` is short of 512 pages (waking its kswapd in tiering mode), isolate
-    /// the folio, take an order-9 block on `dst` (__GFP_THISNODE, no reclaim), unmap every
-    /// huge PMD into a migration entry with one flush each, copy 2 MiB, remap and free.
+    /// the folio and move it whole (__GFP_THISNODE, no reclaim), or put it back.
     pub(crate) fn migrate_misplaced_thp(
         &mut self,
         m: &mut Machine,
@@ -122,17 +122,71 @@ impl Kernel {
         for i in 0..HPAGE_PMD_NR {
             self.folio_isolate_lru(head + i);
         }
-        let Some(new) = self.rmqueue_node_order(m, c, dst, dst, AllocMark::Low, HPAGE_PMD_ORDER)
-        else {
-            for i in 0..HPAGE_PMD_NR {
-                self.putback_folio(head + i);
-            }
-            // migrate_pages: the folio failed whole (nosplit for MR_NUMA_MISPLACED).
-            self.vm.inc(Vm::ThpMigrationFail);
+        if !self.migrate_thp(m, c, head, &MigrateTarget::Misplaced(dst)) {
+            self.putback_folio(head);
+            // The folio failed whole (nosplit for MR_NUMA_MISPLACED).
             self.vm.add(Vm::PgMigrateFail, NR);
             return false;
+        }
+        self.vm.add(Vm::NumaPagesMigrated, NR);
+        if self.tiering_mode()
+            && !self.tiers.node_is_toptier(src)
+            && self.tiers.node_is_toptier(dst)
+        {
+            self.vm.add(Vm::PgPromoteSuccess, NR);
+            self.nodes[dst].numab.pgpromote_success += NR;
+        }
+        true
+    }
+
+    /// An order-9 block for a THP migration to `target` (the get_new_folio callbacks with
+    /// the folio's order): __GFP_THISNODE without direct reclaim; demotion falls back to the
+    /// other lower nodes and may wake kswapd, promotion does neither.
+    fn alloc_thp_migration_target(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        target: &MigrateTarget,
+    ) -> Option<u32> {
+        let on = |k: &mut Kernel, m: &mut Machine, n: usize, wake: bool| {
+            k.rmqueue_node_order(m, c, n, n, AllocMark::Low, HPAGE_PMD_ORDER)
+                .or_else(|| {
+                    wake.then(|| {
+                        k.wakeup_kswapd(m, n, c);
+                        k.rmqueue_node_order(m, c, n, n, AllocMark::Min, HPAGE_PMD_ORDER)
+                    })
+                    .flatten()
+                })
         };
-        // try_to_migrate_one → set_pmd_migration_entry: pmdp_invalidate flushes each PMD.
+        match target {
+            MigrateTarget::Demote { target, allowed } => on(self, m, *target, true).or_else(|| {
+                allowed
+                    .iter()
+                    .filter(|&&n| n as usize != *target)
+                    .find_map(|&n| on(self, m, n as usize, true))
+            }),
+            MigrateTarget::Misplaced(n) => on(self, m, *n, false),
+            MigrateTarget::Node(n) => on(self, m, *n, true),
+        }
+    }
+
+    /// migrate_pages for one isolated THP: an order-9 block on the target, every huge PMD
+    /// unmapped into a migration entry with its own flush (set_pmd_migration_entry's
+    /// pmdp_invalidate: PMD entries are never batched), 2 MiB copied, the PMDs restored
+    /// (remove_migration_pmd) and the source freed. False: no block (thp_migration_fail),
+    /// the folio still isolated.
+    pub(crate) fn migrate_thp(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        head: u32,
+        target: &MigrateTarget,
+    ) -> bool {
+        let Some(new) = self.alloc_thp_migration_target(m, c, target) else {
+            self.vm.inc(Vm::ThpMigrationFail);
+            return false;
+        };
+        let (src, dst) = (m.node_of_pfn(head), m.node_of_pfn(new));
         let mappings = self.rmap_walk(head, |p| p & pte::HUGE != 0 && pte::maps_frame(p));
         let mut entries = Vec::with_capacity(mappings.len());
         for &(mm, base) in &mappings {
@@ -180,17 +234,29 @@ impl Kernel {
             }
             self.mms[mm as usize].pgtable.set_huge_pmd(base, pmd);
         }
+        self.nodes[dst].nr_anon_thps += 1;
         self.free_thp(m, c, head);
         self.vm.add(Vm::PgMigrateSuccess, NR);
         self.vm.inc(Vm::ThpMigrationSuccess);
-        self.vm.add(Vm::NumaPagesMigrated, NR);
-        if self.tiering_mode()
-            && !self.tiers.node_is_toptier(src)
-            && self.tiers.node_is_toptier(dst)
-        {
-            self.vm.add(Vm::PgPromoteSuccess, NR);
-            self.nodes[dst].numab.pgpromote_success += NR;
-        }
         true
+    }
+
+    /// Split the THPs of an isolated list into their 4 KiB folios, all still isolated.
+    pub(crate) fn split_thps_in_list(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        list: Vec<u32>,
+    ) -> Vec<u32> {
+        let mut out = Vec::with_capacity(list.len());
+        for pfn in list {
+            if self.thp_head(pfn) == Some(pfn) {
+                self.split_huge_page(m, c, pfn);
+                out.extend(pfn..pfn + HPAGE_PMD_NR);
+            } else {
+                out.push(pfn);
+            }
+        }
+        out
     }
 }

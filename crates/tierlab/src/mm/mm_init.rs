@@ -43,11 +43,25 @@ impl Kernel {
             start += pages as u32;
         }
         let total: u64 = node_pages.iter().sum();
-        let min_free_kbytes = if cfg.vm.min_free_kbytes > 0 {
+        let mut min_free_kbytes = if cfg.vm.min_free_kbytes > 0 {
             cfg.vm.min_free_kbytes
         } else {
             calculate_min_free_kbytes(total)
         };
+        if cfg.vm.transparent_hugepage_enabled != crate::config::ThpEnabled::Never {
+            // khugepaged starts with THP on and raises min_free_kbytes for huge allocations
+            // (set_recommended_min_free_kbytes), with the watermarks the first value gave.
+            setup_per_zone_wmarks(&mut zones, min_free_kbytes, cfg.vm.watermark_scale_factor);
+            let free_buffer: u64 = zones
+                .iter()
+                .map(|z| z.managed_pages.saturating_sub(z.wmark.high))
+                .sum();
+            let x86 = m.arch == crate::config::Arch::X86;
+            let nr_zones = crate::mm::huge_memory::populated_zones(x86, &node_pages);
+            let recommended =
+                crate::mm::huge_memory::recommended_min_free_kbytes(nr_zones, free_buffer);
+            min_free_kbytes = min_free_kbytes.max(recommended);
+        }
         // The zones below each node's highest: their free pages that user allocations leave.
         // tierlab's one zone per node keeps the whole node's watermarks (their sum).
         let lower_zones = lower_zones(
@@ -136,6 +150,7 @@ impl Kernel {
                 nr_isolated: 0,
                 nr_anon: 0,
                 nr_file: 0,
+                nr_anon_thps: 0,
                 kswapd_short_sleep_until: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),

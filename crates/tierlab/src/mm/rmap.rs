@@ -107,10 +107,10 @@ impl Kernel {
         out
     }
 
-    /// folio_referenced: how many mapping PTEs were young (clearing them), and whether a
-    /// mapping is VM_EXEC. x86's ptep_clear_flush_young does not flush the TLB, so a CPU that
+    /// folio_referenced: how many mapping PTEs (or huge PMDs) were young (clearing them), and
+    /// whether a mapping is VM_EXEC. x86's ptep_clear_flush_young does not flush the TLB, so a CPU that
     /// still caches the translation keeps using it without setting the bit again.
-    pub fn folio_referenced(&mut self, pfn: u32) -> (u32, bool) {
+    pub fn folio_referenced(&mut self, m: &mut Machine, c: usize, pfn: u32) -> (u32, bool) {
         let mut referenced = 0;
         let mut exec = false;
         let n = self.frames.get(pfn).node as usize;
@@ -119,6 +119,16 @@ impl Kernel {
             let space = &mut self.mms[mm as usize];
             if let Some(vma) = space.find_vma((vpn as u64) << PAGE_SHIFT) {
                 exec |= vma.exec();
+            }
+            let pmd = space.pgtable.huge_pmd(vpn);
+            if pmd != 0 {
+                // pmdp_clear_flush_young: x86 flushes the 2 MiB translation of a young PMD.
+                if pmd & pte::YOUNG != 0 {
+                    space.pgtable.set_huge_pmd(vpn, pmd & !pte::YOUNG);
+                    self.flush_tlb_pmd_range(m, c, mm as usize, vpn);
+                    referenced += 1;
+                }
+                continue;
             }
             let Some(slot) = space.pgtable.get_mut(vpn) else {
                 continue;

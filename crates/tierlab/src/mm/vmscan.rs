@@ -17,6 +17,7 @@ use crate::mm::mmzone::{
 };
 use crate::mm::page::{pg, NIL};
 use crate::mm::page_io::AnonReclaim;
+use crate::mm::pgtable::HPAGE_PMD_NR;
 use crate::stats::Vm;
 
 pub const SWAP_CLUSTER_MAX: u64 = 32;
@@ -583,10 +584,13 @@ impl Kernel {
         self.swap.total_pages() > 0 || self.can_demote(n)
     }
 
-    /// isolate_lru_folios from the tail of `lru`.
-    fn isolate_lru_folios(&mut self, n: usize, nr: u64, lru: usize) -> Vec<u32> {
-        let mut out = Vec::with_capacity(nr as usize);
-        for _ in 0..nr {
+    /// isolate_lru_folios from the tail of `lru`, `nr` pages' worth: a THP counts its 512
+    /// pages and is taken whole (its other frames from wherever they sit on the LRU), named
+    /// by its head. Returns the folios and the pages scanned.
+    fn isolate_lru_folios(&mut self, n: usize, nr: u64, lru: usize) -> (Vec<u32>, u64) {
+        let mut out = Vec::with_capacity(nr.min(SWAP_CLUSTER_MAX) as usize);
+        let mut scanned = 0;
+        while scanned < nr {
             let node = &mut self.nodes[n];
             let Some(pfn) = self.frames.list_pop_tail(&mut node.lru[lru]) else {
                 break;
@@ -594,9 +598,21 @@ impl Kernel {
             let p = self.frames.get_mut(pfn);
             p.flags = (p.flags & !pg::LRU) | pg::ISOLATED;
             node.nr_isolated += 1;
-            out.push(pfn);
+            match self.thp_head(pfn) {
+                Some(head) => {
+                    for f in (head..head + HPAGE_PMD_NR).filter(|&f| f != pfn) {
+                        self.folio_isolate_lru(f);
+                    }
+                    out.push(head);
+                    scanned += HPAGE_PMD_NR as u64;
+                }
+                None => {
+                    out.push(pfn);
+                    scanned += 1;
+                }
+            }
         }
-        out
+        (out, scanned)
     }
 
     /// folio_isolate_lru: take a folio off its LRU for migration.
@@ -622,8 +638,22 @@ impl Kernel {
         true
     }
 
-    /// putback: an isolated folio returns to the head of the list its flags name.
+    /// putback: an isolated folio returns to the head of the list its flags name; a THP's
+    /// frames all take its head's LRU flags (one folio, one set of flags).
     pub fn putback_folio(&mut self, pfn: u32) {
+        if self.thp_head(pfn) == Some(pfn) {
+            const FOLIO: u16 = pg::ACTIVE | pg::REFERENCED | pg::WORKINGSET;
+            let keep = self.frames.get(pfn).flags & FOLIO;
+            for f in pfn + 1..pfn + HPAGE_PMD_NR {
+                let p = self.frames.get_mut(f);
+                p.flags = (p.flags & !FOLIO) | keep;
+                self.putback_one(f);
+            }
+        }
+        self.putback_one(pfn);
+    }
+
+    fn putback_one(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         p.flags = (p.flags & !pg::ISOLATED) | pg::LRU;
         let n = p.node as usize;
@@ -642,13 +672,12 @@ impl Kernel {
 
     /// shrink_active_list: deactivate, except referenced executable file folios.
     pub fn shrink_active_list(&mut self, m: &mut Machine, n: usize, c: usize, nr: u64, lru: usize) {
-        let list = self.isolate_lru_folios(n, nr, lru);
-        self.split_isolated_thps(m, c, &list);
-        self.vm.add(Vm::PgRefill, list.len() as u64);
+        let (list, scanned) = self.isolate_lru_folios(n, nr, lru);
+        self.vm.add(Vm::PgRefill, scanned);
         m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
         let mut nr_rotated = 0;
         for pfn in list {
-            let (referenced, exec) = self.folio_referenced(pfn);
+            let (referenced, exec) = self.folio_referenced(m, c, pfn);
             let file = !self.frames.get(pfn).has(pg::SWAPBACKED);
             if referenced > 0 && exec && file {
                 nr_rotated += 1;
@@ -675,9 +704,7 @@ impl Kernel {
         lru: usize,
         who: Reclaimer,
     ) -> u64 {
-        let list = self.isolate_lru_folios(n, nr, lru);
-        self.split_isolated_thps(m, c, &list);
-        let scanned = list.len() as u64;
+        let (list, scanned) = self.isolate_lru_folios(n, nr, lru);
         self.vm.add(
             if who == Reclaimer::Kswapd {
                 Vm::PgScanKswapd
@@ -694,7 +721,7 @@ impl Kernel {
             },
             scanned,
         );
-        m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * scanned);
+        m.charge_sys(c, m.cost.reclaim_scan_cycles as u64 * list.len() as u64);
         // stat.nr_pageout: the folios shrink_folio_list wrote out.
         let written = self.vm.get(Vm::Pswpout);
         let reclaimed = self.shrink_folio_list(m, c, list, who, false);
@@ -704,8 +731,8 @@ impl Kernel {
     }
 
     /// folio_check_references (mm/vmscan.c).
-    pub fn folio_check_references(&mut self, pfn: u32) -> FolioRef {
-        let (referenced_ptes, exec) = self.folio_referenced(pfn);
+    pub fn folio_check_references(&mut self, m: &mut Machine, c: usize, pfn: u32) -> FolioRef {
+        let (referenced_ptes, exec) = self.folio_referenced(m, c, pfn);
         let p = self.frames.get_mut(pfn);
         let referenced_folio = p.has(pg::REFERENCED);
         p.flags &= !pg::REFERENCED;
@@ -759,14 +786,20 @@ impl Kernel {
         let mut keep = Vec::new();
         let mut demote = Vec::new();
         let mut do_demote_pass = self.can_demote(n) && !pageout;
-        let mut pending = list;
+        // A THP is demoted whole; one reclaim would swap or drop is split first (tierlab
+        // swaps 4 KiB folios only: the kernel's THP_SWPOUT fallback).
+        let mut pending = if do_demote_pass {
+            list
+        } else {
+            self.split_thps_in_list(m, c, list)
+        };
         let mut nr_demoted = 0;
         loop {
             for pfn in pending {
                 let verdict = if pageout {
                     FolioRef::Reclaim
                 } else {
-                    self.folio_check_references(pfn)
+                    self.folio_check_references(m, c, pfn)
                 };
                 let page = *self.frames.get(pfn);
                 let swap_backed = page.has(pg::SWAPBACKED);
@@ -832,7 +865,7 @@ impl Kernel {
             }
             // Demotion failed for some: retry them with normal reclaim.
             do_demote_pass = false;
-            pending = failed;
+            pending = self.split_thps_in_list(m, c, failed);
         }
         // try_to_unmap_flush before any unmapped frame goes back to the allocator.
         self.try_to_unmap_flush(m, c);
@@ -878,12 +911,43 @@ impl Kernel {
         let Some(target) = self.tiers.next_demotion_node(n, &mut self.rng) else {
             return (0, folios);
         };
+        let allowed = self.tiers.lower_tier_mask[n].clone();
+        // migrate_pages moves a THP whole; one it cannot place is split and its pages join
+        // the 4 KiB batch (THP_MIGRATION_SPLIT).
+        let mut small = Vec::with_capacity(folios.len());
+        let mut thp_moved = 0u64;
+        for pfn in folios {
+            if self.thp_head(pfn) != Some(pfn) {
+                small.push(pfn);
+                continue;
+            }
+            let dst = MigrateTarget::Demote {
+                target,
+                allowed: allowed.clone(),
+            };
+            if self.migrate_thp(m, c, pfn, &dst) {
+                thp_moved += HPAGE_PMD_NR as u64;
+                continue;
+            }
+            self.vm.inc(Vm::ThpMigrationSplit);
+            self.split_huge_page(m, c, pfn);
+            small.extend(pfn..pfn + HPAGE_PMD_NR);
+        }
+        let demoted = if who == Reclaimer::Kswapd {
+            Vm::PgDemoteKswapd
+        } else {
+            Vm::PgDemoteDirect
+        };
+        self.vm.add(demoted, thp_moved);
+        self.vm.add(Vm::PgStealAnon, thp_moved);
+        self.vm.add(Vm::PgDemoteAnon, thp_moved);
+        self.nodes[n].nr_demoted += thp_moved;
+        let folios = small;
         let anon: Vec<bool> = folios
             .iter()
             .map(|&p| self.frames.get(p).has(pg::SWAPBACKED))
             .collect();
         let first_pfns = folios.clone();
-        let allowed = self.tiers.lower_tier_mask[n].clone();
         let (moved, failed) = self.migrate_pages(
             m,
             c,
@@ -917,7 +981,7 @@ impl Kernel {
                 });
             }
         }
-        (moved, failed)
+        (moved + thp_moved, failed)
     }
 
     /// __remove_mapping: drop a clean, unmapped folio from the page cache.
