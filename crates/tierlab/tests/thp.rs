@@ -105,7 +105,7 @@ fn a_read_maps_the_huge_zero_page_and_a_write_splits_it_to_4k() {
 }
 
 #[test]
-fn a_partial_munmap_splits_the_thp_and_frees_only_the_unmapped_half() {
+fn a_partial_munmap_splits_the_pmd_and_defers_the_unmapped_half() {
     let mut ops = vec![anon_rw(BASE, HUGE)];
     ops.extend(stores(0..HUGE));
     ops.push(Op::Munmap {
@@ -118,8 +118,12 @@ fn a_partial_munmap_splits_the_thp_and_frees_only_the_unmapped_half() {
         one_process(vec![(Placement::Pinned(0), ops)], vec![]),
     );
     assert_eq!(sim.k.vm.get(Vm::ThpSplitPmd), 1);
-    assert_eq!(sim.k.vm.get(Vm::ThpSplitPage), 1);
     assert_eq!(sim.k.vm.get(Vm::ThpDeferredSplitPage), 1);
+    // The unmapped half stays allocated on the deferred split queue: no reclaim ran, so its
+    // shrinker has not split the folio.
+    assert_eq!(sim.k.vm.get(Vm::ThpSplitPage), 0);
+    assert_eq!(sim.k.nodes[0].deferred_split.len(), 1);
+    assert_eq!(sim.k.nodes[0].deferred_split[0].len() as u64, HUGE / 2);
     assert_eq!(sim.k.mms[0].rss_anon, HUGE / 2);
     let pt = &sim.k.mms[0].pgtable;
     assert!(pte::present(pt.get(vpn(0))) && pt.get(vpn(0)) & pte::HUGE == 0);
@@ -265,4 +269,33 @@ fn kswapd_demotes_a_cold_thp_whole() {
     assert!(vm.get(Vm::PgDemoteKswapd) >= HUGE);
     assert_eq!(vm.get(Vm::ThpSplitPage), 0, "demotion moves THPs whole");
     assert!(sim.k.anon_thps_on(1) > 0, "THPs now on the CXL node");
+}
+
+#[test]
+fn reclaim_runs_the_deferred_split_shrinker_which_frees_the_unmapped_pages() {
+    // Half of a THP unmapped, then 14 MiB more written into the 16 MiB DRAM node under
+    // TPP, whose demotion watermark wakes kswapd as DRAM fills: its shrink_slab splits the
+    // queued folio and frees the 256 unmapped pages.
+    let mut ops = vec![anon_rw(BASE, 8 * HUGE)];
+    ops.extend(stores(0..HUGE));
+    ops.push(Op::Munmap {
+        addr: BASE + HUGE / 2 * PAGE,
+        len: HUGE / 2 * PAGE,
+    });
+    ops.extend(stores(2 * HUGE..9 * HUGE - HUGE));
+    ops.push(Op::Sleep(50_000_000));
+    let cfg = tiered_config(&[
+        "vm.transparent_hugepage_enabled=always",
+        "kernel.tiering_policy=tpp",
+    ]);
+    let sim = run(cfg, one_process(vec![(Placement::Pinned(0), ops)], vec![]));
+    assert!(sim.k.vm.get(Vm::PageOutRun) > 0, "kswapd ran");
+    assert_eq!(sim.k.vm.get(Vm::ThpDeferredSplitPage), 1);
+    assert!(sim.k.nodes.iter().all(|n| n.deferred_split.is_empty()));
+    assert_eq!(sim.k.vm.get(Vm::ThpSplitPage), 1);
+    assert_eq!(
+        sim.k.vm.get(Vm::PgFree),
+        HUGE / 2,
+        "the unmapped half, freed"
+    );
 }

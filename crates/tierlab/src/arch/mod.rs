@@ -100,15 +100,7 @@ impl Kernel {
 
     /// flush_tlb_range: flush pages [start_vpn, end_vpn) of `mm` wherever they may be cached.
     pub fn flush_tlb_range(&mut self, m: &mut Machine, c: usize, mm: usize, s: u32, e: u32) {
-        let mut t = TlbCtx {
-            m,
-            mms: &mut self.mms,
-            vm: &mut self.vm,
-        };
-        match &mut self.arch {
-            Arch::X86(x) => x.flush_tlb_mm_range(&mut t, c, mm, (s, e, 0), false),
-            Arch::Arm64(a) => a.flush_tlb_range(&mut t, c, mm, s, e),
-        }
+        self.flush_tlb_range_stride(m, c, mm, s, e, 0);
     }
 
     /// flush_tlb_range with a stride of 2^`stride_shift` pages (flush_pmd_tlb_range: one

@@ -204,8 +204,8 @@ impl Kernel {
         self.vm.inc(Vm::PgFree);
     }
 
-    /// Free a user block of 2^`order` pages no one maps or lists any more (a THP), on CPU
-    /// `c` (free_unref_folios → free_unref_page).
+    /// Free a block of 2^`order` pages no one maps or lists any more (a THP, or the kernel's
+    /// own), on CPU `c` (free_unref_folios → free_unref_page).
     pub(crate) fn free_frames_order(&mut self, m: &mut Machine, c: usize, pfn: u32, order: usize) {
         for p in pfn..pfn + (1 << order) {
             let page = self.frames.get_mut(p);
@@ -256,16 +256,6 @@ impl Kernel {
 
     /// __free_pages of a block `alloc_pages_kernel` gave, on CPU `c` (free_unref_page).
     pub fn free_pages_kernel(&mut self, m: &mut Machine, c: usize, pfn: u32, order: usize) {
-        for p in pfn..pfn + (1 << order) {
-            let page = self.frames.get_mut(p);
-            page.flags &= pg::NEED_FLUSH;
-            page.owner = NIL;
-        }
-        let n = self.frames.get(pfn).node as usize;
-        let now = m.cpus[c].clock;
-        let zone = &mut self.nodes[n].zone;
-        let cycles = zone.free_unref_page(&mut self.frames, c, pfn, order, now, &m.cost);
-        m.charge_sys(c, cycles);
-        self.vm.add(Vm::PgFree, 1 << order);
+        self.free_frames_order(m, c, pfn, order);
     }
 }

@@ -349,6 +349,14 @@ impl Kernel {
     /// its write, young and dirty bits and its PROT_NONE (__split_huge_pmd_locked), then the
     /// folio becomes 512 order-0 folios in place.
     pub(crate) fn split_huge_page(&mut self, m: &mut Machine, c: usize, head: u32) {
+        self.split_huge_folio(m, c, head);
+        self.vm.inc(Vm::ThpSplitPage);
+    }
+
+    /// split_huge_page without its count: every PMD mapping the THP becomes PTEs and the
+    /// folio becomes 512 order-0 folios (the deferred split path counts thp_split_page
+    /// when its shrinker runs).
+    pub(crate) fn split_huge_folio(&mut self, m: &mut Machine, c: usize, head: u32) {
         let mappings = self.rmap_walk(head, |p| p & pte::HUGE != 0 && pte::maps_frame(p));
         for (mm, vpn) in mappings {
             let pmd = self.mms[mm as usize].pgtable.huge_pmd(vpn);
@@ -365,13 +373,37 @@ impl Kernel {
             self.frames.get_mut(head + i).order = 0;
         }
         self.nodes[self.frames.get(head).node as usize].nr_anon_thps -= 1;
-        self.vm.inc(Vm::ThpSplitPage);
+    }
+
+    /// deferred_split_folio(partially_mapped): the pages a partial unmap took from a THP
+    /// stay allocated, held by the node's deferred split queue (tierlab's folio is already
+    /// split, so they are off the LRU; flagged reserved for the checker).
+    pub(crate) fn deferred_split_hold(&mut self, held: Vec<u32>) {
+        let Some(&first) = held.first() else {
+            return;
+        };
+        for &p in &held {
+            self.frames.get_mut(p).flags |= pg::USED | pg::RESERVED;
+        }
+        let n = self.frames.get(first).node as usize;
+        self.nodes[n].deferred_split.push(held);
+    }
+
+    /// deferred_split_scan, the shrinker reclaim runs after the LRU (shrink_slab): split
+    /// every queued THP of node `n` (thp_split_page) and free its unmapped pages.
+    pub(crate) fn deferred_split_scan(&mut self, m: &mut Machine, c: usize, n: usize) {
+        for held in std::mem::take(&mut self.nodes[n].deferred_split) {
+            self.vm.inc(Vm::ThpSplitPage);
+            for p in held {
+                self.frames.get_mut(p).flags &= !pg::RESERVED;
+                self.free_frame(m, c, p);
+            }
+        }
     }
 
     /// Split every THP mapped by a huge PMD of `mm` that [s, e) covers only in part
     /// (`vma_adjust_trans_huge` / the split in `zap_pmd_range` and `change_pmd_range`), or
-    /// every one it touches when `all`. Returns whether a folio was left partly mapped by the
-    /// caller's operation (the kernel's deferred_split_folio case).
+    /// every one it touches when `all`.
     pub(crate) fn split_huge_pmds_in(
         &mut self,
         m: &mut Machine,

@@ -59,17 +59,9 @@ impl Kernel {
         vpn: u32,
         pmd: u64,
     ) {
-        m.charge_sys(c, m.cost.numa_hint_fault_cycles as u64);
         let base = haddr(vpn);
         let head = pte::pfn(pmd);
-        let nid = m.node_of_pfn(head);
-        let this = m.cpus[c].node as usize;
-        let tid = self.sched.rq[c].current as usize;
-        self.vma_set_access_pid_bit(mm, vpn, tid);
-        self.vm.inc(Vm::NumaHintFaults);
-        if nid == this {
-            self.vm.inc(Vm::NumaHintFaultsLocal);
-        }
+        let (nid, this, tid) = self.numa_migrate_check(m, c, mm, vpn, head);
         let mut failed = false;
         if nid != this && self.should_numa_migrate_memory(m, c, head, nid, this) {
             if self.migrate_misplaced_thp(m, c, head, nid, this) {

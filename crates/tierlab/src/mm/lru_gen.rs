@@ -1097,6 +1097,8 @@ impl Kernel {
         let swappiness = self.lru_gen_swappiness(n);
         sc.lruvec_scanned = 0;
         while !self.try_to_shrink_lruvec_step(m, c, n, sc, swappiness, who) {}
+        // shrink_one's shrink_slab: the deferred split queue's shrinker.
+        self.deferred_split_scan(m, c, n);
         if sc.nr_reclaimed > reclaimed {
             self.nodes[n].kswapd_failures = 0;
         }
@@ -1146,6 +1148,8 @@ impl Kernel {
             }
             self.vm.inc(Vm::PageOutRun);
             self.nodes[n].zone.reclaim_active = true;
+            // kswapd's shrink_one runs shrink_slab too: the deferred split queue's shrinker.
+            self.deferred_split_scan(m, c, n);
             st = LruGenKswapd {
                 active: true,
                 priority: DEF_PRIORITY as i32,

@@ -151,6 +151,7 @@ impl Kernel {
                 nr_anon: 0,
                 nr_file: 0,
                 nr_anon_thps: 0,
+                deferred_split: Vec::new(),
                 kswapd_short_sleep_until: 0,
                 numab: Default::default(),
                 kswapd_pass: Default::default(),

@@ -137,23 +137,29 @@ impl Kernel {
     ) -> (Vec<u32>, bool) {
         let mut to_free = Vec::new();
         let mut was_mapped = false;
-        // zap_pmd_range: a huge PMD the range covers in part is split (the kernel queues
-        // the folio for a deferred split), one it covers whole is zapped.
-        for (base, pmd) in self.mms[mm].pgtable.huge_pmds() {
-            let partial =
-                base < s && base + HPAGE_PMD_NR > s || base < e && base + HPAGE_PMD_NR > e;
-            if partial && !self.is_zero_pfn(pte::pfn(pmd)) {
-                // deferred_split_folio(partially_mapped): tierlab splits at once.
+        // zap_pmd_range: a huge PMD the range covers in part is split, and its THP, now
+        // partly mapped, goes on the deferred split queue (deferred_split_folio): the pages
+        // unmapped here stay allocated until the queue's shrinker splits the folio. A PMD
+        // the range covers whole is zapped. Only the PMDs at the range's two ends can be
+        // covered in part.
+        let ends = [s & !(HPAGE_PMD_NR - 1), (e - 1) & !(HPAGE_PMD_NR - 1)];
+        let mut deferred = Vec::new();
+        for (i, base) in ends.into_iter().enumerate() {
+            let pmd = self.mms[mm].pgtable.huge_pmd(base);
+            let partial = base < s || base + HPAGE_PMD_NR > e;
+            let again = i == 1 && base == ends[0];
+            let head = pte::pfn(pmd);
+            if pmd != 0 && partial && !again && !self.is_zero_pfn(head) {
                 self.vm.inc(crate::stats::Vm::ThpDeferredSplitPage);
+                self.split_huge_folio(m, c, head);
+                deferred.push((head, Vec::new()));
             }
         }
         self.split_huge_pmds_in(m, c, mm, s, e, false);
-        for (base, _) in self.mms[mm].pgtable.huge_pmds() {
-            if base >= s && base < e {
-                let (free, mapped) = self.zap_huge_pmd(m, c, mm, base);
-                was_mapped |= mapped;
-                to_free.extend(free);
-            }
+        for (base, _) in self.mms[mm].pgtable.huge_pmds_in(s, e) {
+            let (free, mapped) = self.zap_huge_pmd(m, c, mm, base);
+            was_mapped |= mapped;
+            to_free.extend(free);
         }
         for vpn in s..e {
             let old = match self.mms[mm].pgtable.get_mut(vpn) {
@@ -162,7 +168,17 @@ impl Kernel {
             };
             let (free, mapped) = self.zap_pte(m, c, mm, old);
             was_mapped |= mapped;
-            to_free.extend(free);
+            match free.and_then(|p| {
+                deferred
+                    .iter_mut()
+                    .find(|(h, _)| p.wrapping_sub(*h) < HPAGE_PMD_NR)
+            }) {
+                Some((_, held)) => held.push(free.unwrap()),
+                None => to_free.extend(free),
+            }
+        }
+        for (_, held) in deferred {
+            self.deferred_split_hold(held);
         }
         (to_free, was_mapped)
     }
@@ -284,10 +300,7 @@ impl Kernel {
         let (s, e) = ((addr >> PAGE_SHIFT) as u32, (end >> PAGE_SHIFT) as u32);
         let mut changed = false;
         self.split_huge_pmds_in(m, c, mm, s, e, false);
-        for (base, old) in self.mms[mm].pgtable.huge_pmds() {
-            if base < s || base >= e {
-                continue;
-            }
+        for (base, old) in self.mms[mm].pgtable.huge_pmds_in(s, e) {
             let new = mprotect_entry(old, new_prot);
             if new != old {
                 self.mms[mm].pgtable.set_huge_pmd(base, new);

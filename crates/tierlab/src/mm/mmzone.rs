@@ -47,6 +47,9 @@ pub struct Pgdat {
     pub nr_file: u64,
     /// NR_ANON_THPS in THPs: anon THPs on the node, mapped by huge PMDs.
     pub nr_anon_thps: u64,
+    /// The deferred split queue: per partly unmapped THP, its unmapped pages, still
+    /// allocated until deferred_split_scan runs.
+    pub deferred_split: Vec<Vec<u32>>,
     /// The end of kswapd's short sleep (kswapd_try_to_sleep's HZ/10), 0 outside one.
     pub kswapd_short_sleep_until: u64,
     /// The CPU kswapd runs on, or last ran on (task_cpu), if it has run.

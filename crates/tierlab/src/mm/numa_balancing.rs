@@ -122,10 +122,7 @@ impl Kernel {
         self.split_huge_pmds_in(m, c, mm, s, e, false);
         let mut huge_walked = 0u64;
         let mut huge_updates = 0u64;
-        for (base, _) in self.mms[mm].pgtable.huge_pmds() {
-            if base < s || base >= e {
-                continue;
-            }
+        for (base, _) in self.mms[mm].pgtable.huge_pmds_in(s, e) {
             huge_walked += 1;
             let at = start + (base - s + 1) as u64 * per_pte + n * per_update;
             if self.change_huge_pmd_numa(m, mm, base, at, normal) {
@@ -180,20 +177,34 @@ impl Kernel {
         n
     }
 
-    /// do_numa_page: a hint fault on a PROT_NONE PTE. Promote if the policy says so,
-    /// otherwise restore the PTE.
-    pub(crate) fn do_numa_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, p: u64) {
+    /// numa_migrate_check, the start do_numa_page and do_huge_pmd_numa_page share: charge
+    /// the hint fault, mark the VMA accessed by the task, count it. Returns the folio's node,
+    /// the faulting CPU's node and the task.
+    pub(crate) fn numa_migrate_check(
+        &mut self,
+        m: &mut Machine,
+        c: usize,
+        mm: usize,
+        vpn: u32,
+        pfn: u32,
+    ) -> (usize, usize, usize) {
         m.charge_sys(c, m.cost.numa_hint_fault_cycles as u64);
-        let pfn = pte::pfn(p);
         let nid = m.node_of_pfn(pfn);
         let this = m.cpus[c].node as usize;
         let tid = self.sched.rq[c].current as usize;
-        // numa_migrate_check
         self.vma_set_access_pid_bit(mm, vpn, tid);
         self.vm.inc(Vm::NumaHintFaults);
         if nid == this {
             self.vm.inc(Vm::NumaHintFaultsLocal);
         }
+        (nid, this, tid)
+    }
+
+    /// do_numa_page: a hint fault on a PROT_NONE PTE. Promote if the policy says so,
+    /// otherwise restore the PTE.
+    pub(crate) fn do_numa_page(&mut self, m: &mut Machine, c: usize, mm: usize, vpn: u32, p: u64) {
+        let pfn = pte::pfn(p);
+        let (nid, this, tid) = self.numa_migrate_check(m, c, mm, vpn, pfn);
         let mut failed = false;
         // mpol_misplaced with MPOL_F_MORON: the target is the faulting CPU's node.
         if nid != this && self.should_numa_migrate_memory(m, c, pfn, nid, this) {

@@ -262,6 +262,22 @@ impl PageTable {
         self.leaves.push(ptes);
     }
 
+    /// The huge PMDs whose 2 MiB range starts in [s, e), as (first vpn, pmd), in address
+    /// order: one slot looked up per 2 MiB of the range.
+    pub fn huge_pmds_in(&self, s: u32, e: u32) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        let first = s.div_ceil(HPAGE_PMD_NR) as u64;
+        let end = (e as u64).div_ceil(HPAGE_PMD_NR as u64);
+        for pmd in first..end {
+            let base = (pmd as u32) << LEVEL_BITS;
+            let e = self.huge_pmd(base);
+            if e != 0 {
+                out.push((base, e));
+            }
+        }
+        out
+    }
+
     /// Every huge PMD as (first vpn, pmd), in address order.
     pub fn huge_pmds(&self) -> Vec<(u32, u64)> {
         let mut out = Vec::new();

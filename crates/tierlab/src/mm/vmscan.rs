@@ -569,6 +569,8 @@ impl Kernel {
     /// was scanned, as kswapd_age_node does.
     fn finish_shrink(&mut self, m: &mut Machine, n: usize, c: usize) {
         self.kswapd_age_node(m, n, c);
+        // shrink_slab after shrink_lruvec: the deferred split queue's shrinker.
+        self.deferred_split_scan(m, c, n);
     }
 
     /// kswapd_age_node: background aging of the anon lists (at the top of each priority, and
