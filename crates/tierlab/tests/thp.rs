@@ -235,8 +235,8 @@ fn the_checker_catches_a_2m_entry_left_after_a_split() {
     );
 }
 
-#[test]
-fn kswapd_demotes_a_cold_thp_whole() {
+/// kswapd demoting cold THPs, with the two-list LRU or MGLRU (`lru_gen`).
+fn kswapd_demotes_a_cold_thp_whole(lru_gen: bool) {
     // 24 MiB into a 16 MiB DRAM node: the THPs that fit stay in DRAM, the rest falls back
     // to 4 KiB pages on CXL (defrag=madvise: a THP fault tries its own node only). Readers
     // of those 4 KiB pages want them promoted, find DRAM short and wake its kswapd, which
@@ -261,6 +261,7 @@ fn kswapd_demotes_a_cold_thp_whole() {
     let cfg = tiered_config(&[
         "vm.transparent_hugepage_enabled=always",
         "sim.max_seconds=0.5",
+        &format!("vm.lru_gen_enabled={lru_gen}"),
     ]);
     let sim = run(cfg, one_process(threads, vec![]));
     let vm = &sim.k.vm;
@@ -269,6 +270,16 @@ fn kswapd_demotes_a_cold_thp_whole() {
     assert!(vm.get(Vm::PgDemoteKswapd) >= HUGE);
     assert_eq!(vm.get(Vm::ThpSplitPage), 0, "demotion moves THPs whole");
     assert!(sim.k.anon_thps_on(1) > 0, "THPs now on the CXL node");
+}
+
+#[test]
+fn kswapd_demotes_a_cold_thp_whole_from_the_two_list_lru() {
+    kswapd_demotes_a_cold_thp_whole(false);
+}
+
+#[test]
+fn kswapd_demotes_a_cold_thp_whole_from_mglru() {
+    kswapd_demotes_a_cold_thp_whole(true);
 }
 
 #[test]

@@ -502,14 +502,27 @@ impl Kernel {
         }
     }
 
-    /// Split the THPs among reclaim's isolated folios (tierlab reclaims 4 KiB folios only:
-    /// the kernel would demote or swap a THP whole).
-    pub(crate) fn split_isolated_thps(&mut self, m: &mut Machine, c: usize, list: &[u32]) {
-        for &pfn in list {
-            if let Some(head) = self.thp_head(pfn) {
-                self.split_huge_page(m, c, head);
+    /// Reclaim takes a THP whole: for each THP among the isolated `list` (isolated a frame at
+    /// a time from the generations), its other frames are isolated too, and the folio is
+    /// named once, by its head.
+    pub(crate) fn gather_isolated_thps(&mut self, list: Vec<u32>) -> Vec<u32> {
+        let mut out = Vec::with_capacity(list.len());
+        for pfn in list {
+            let Some(head) = self.thp_head(pfn) else {
+                out.push(pfn);
+                continue;
+            };
+            if out.contains(&head) {
+                continue;
             }
+            for f in head..head + HPAGE_PMD_NR {
+                if self.frames.get(f).has(pg::LRU) {
+                    self.folio_isolate_lru(f);
+                }
+            }
+            out.push(head);
         }
+        out
     }
 }
 

@@ -972,7 +972,7 @@ impl Kernel {
         who: Reclaimer,
     ) -> u64 {
         let (isolated_scan, _type, list) = self.isolate_folios(m, c, n, swappiness, who);
-        self.split_isolated_thps(m, c, &list);
+        let list = self.gather_isolated_thps(list);
         let mut scanned = isolated_scan + self.try_to_inc_min_seq(n, swappiness != 0) as u64;
         let first = if swappiness == 0 {
             LRU_GEN_FILE
