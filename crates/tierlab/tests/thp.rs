@@ -310,3 +310,50 @@ fn reclaim_runs_the_deferred_split_shrinker_which_frees_the_unmapped_pages() {
         "the unmapped half, freed"
     );
 }
+
+#[test]
+fn mglru_aging_clears_a_young_huge_pmd_and_moves_its_thp_to_the_youngest_generation() {
+    // Two THPs written, then only the first read again: a forced aging walk makes the first
+    // PMD old (walk_pmd_range_locked, no flush) and puts all 512 of its pages in the
+    // generation it walks; the second, old since the first walk, stays where it was.
+    let mut ops = vec![anon_rw(BASE, 2 * HUGE)];
+    ops.extend(stores(0..2 * HUGE));
+    let mut sim = run(
+        config("always", &["vm.lru_gen_enabled=true"]),
+        one_process(vec![(Placement::Pinned(0), ops)], vec![]),
+    );
+    let max_seq = sim.k.nodes[0].lrugen.max_seq;
+    assert!(sim
+        .k
+        .try_to_inc_max_seq(&mut sim.hw, 0, 0, max_seq, true, true));
+    let huge = sim.k.mms[0].pgtable.huge_pmds();
+    assert_eq!(huge.len(), 2);
+    assert!(
+        huge.iter().all(|&(_, pmd)| pmd & pte::YOUNG == 0),
+        "the walk made both old"
+    );
+    let flushes = sim.k.vm.get(Vm::NrTlbLocalFlushOne) + sim.k.vm.get(Vm::NrTlbLocalFlushAll);
+    // The hardware sets the first PMD's Accessed bit again.
+    let (first, pmd) = huge[0];
+    sim.k.mms[0].pgtable.set_huge_pmd(first, pmd | pte::YOUNG);
+    let second_gen = sim.k.folio_lru_gen(pte::pfn(huge[1].1));
+    let max_seq = sim.k.nodes[0].lrugen.max_seq;
+    assert!(sim
+        .k
+        .try_to_inc_max_seq(&mut sim.hw, 0, 0, max_seq, true, true));
+    let head = pte::pfn(pmd);
+    for p in [head, head + 1, head + HUGE as u32 - 1] {
+        assert_eq!(
+            sim.k.folio_lru_gen(p),
+            Some(tierlab::mm::lru_gen::lru_gen_from_seq(max_seq)),
+            "every page of the young THP in the walked generation"
+        );
+    }
+    assert_eq!(sim.k.mms[0].pgtable.huge_pmd(first) & pte::YOUNG, 0);
+    assert_eq!(sim.k.folio_lru_gen(pte::pfn(huge[1].1)), second_gen);
+    let after = sim.k.vm.get(Vm::NrTlbLocalFlushOne) + sim.k.vm.get(Vm::NrTlbLocalFlushAll);
+    assert_eq!(
+        after, flushes,
+        "MGLRU's walk clears young bits without a flush"
+    );
+}

@@ -502,27 +502,18 @@ impl Kernel {
         }
     }
 
-    /// Reclaim takes a THP whole: for each THP among the isolated `list` (isolated a frame at
-    /// a time from the generations), its other frames are isolated too, and the folio is
-    /// named once, by its head.
-    pub(crate) fn gather_isolated_thps(&mut self, list: Vec<u32>) -> Vec<u32> {
-        let mut out = Vec::with_capacity(list.len());
-        for pfn in list {
-            let Some(head) = self.thp_head(pfn) else {
-                out.push(pfn);
-                continue;
-            };
-            if out.contains(&head) {
-                continue;
+    /// Reclaim takes a THP whole: after one of its frames was isolated, isolate the others
+    /// too. Returns the folio (its head, or `pfn` itself) and its pages.
+    pub(crate) fn isolate_rest_of_thp(&mut self, pfn: u32) -> (u32, u64) {
+        let Some(head) = self.thp_head(pfn) else {
+            return (pfn, 1);
+        };
+        for f in head..head + HPAGE_PMD_NR {
+            if self.frames.get(f).has(pg::LRU) {
+                self.folio_isolate_lru(f);
             }
-            for f in head..head + HPAGE_PMD_NR {
-                if self.frames.get(f).has(pg::LRU) {
-                    self.folio_isolate_lru(f);
-                }
-            }
-            out.push(head);
         }
-        out
+        (head, HPAGE_PMD_NR as u64)
     }
 }
 

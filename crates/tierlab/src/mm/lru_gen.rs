@@ -561,6 +561,27 @@ impl Kernel {
                 let lo = s.max(pmd << 9);
                 let hi = (e as u64).min(((pmd as u64) + 1) << 9) as u32;
                 let key = ((mm as u64) << 32) | pmd as u64;
+                let huge = self.mms[mm].pgtable.huge_pmd(pmd << 9);
+                if huge != 0 {
+                    // walk_pmd_range's THP branch (a leaf, MM_LEAF_TOTAL): a young huge PMD of
+                    // this node's THP is made old without a flush (walk_pmd_range_locked,
+                    // pmdp_test_and_clear_young) and its folio joins the youngest generation.
+                    examined += 1;
+                    let head = pte::pfn(huge);
+                    if pte::present(huge) && huge & pte::YOUNG != 0 && !self.is_zero_pfn(head) {
+                        let f = *self.frames.get(head);
+                        if f.node as usize == n && (!f.has(pg::SWAPBACKED) || can_swap) {
+                            self.mms[mm]
+                                .pgtable
+                                .set_huge_pmd(pmd << 9, huge & !pte::YOUNG);
+                            young_total += 1;
+                            for p in head..head + crate::mm::pgtable::HPAGE_PMD_NR {
+                                self.folio_update_gen(n, p, new_gen);
+                            }
+                        }
+                    }
+                    continue;
+                }
                 // walk_page_range skips unpopulated upper levels: only a populated PMD entry
                 // costs a look (MM_NONLEAF_TOTAL).
                 let Some(table) = self.mms[mm].pgtable.pte_table_mut(pmd) else {
@@ -849,8 +870,11 @@ impl Kernel {
                 sorted += 1;
             } else {
                 self.isolate_folio(n, pfn);
-                list.push(pfn);
-                isolated += 1;
+                // A THP is isolated whole and counts its pages (folio_nr_pages).
+                let (folio, nr) = self.isolate_rest_of_thp(pfn);
+                list.push(folio);
+                isolated += nr;
+                scanned += nr - 1;
             }
             remaining -= 1;
             if remaining == 0 || isolated >= MIN_LRU_BATCH {
@@ -972,7 +996,6 @@ impl Kernel {
         who: Reclaimer,
     ) -> u64 {
         let (isolated_scan, _type, list) = self.isolate_folios(m, c, n, swappiness, who);
-        let list = self.gather_isolated_thps(list);
         let mut scanned = isolated_scan + self.try_to_inc_min_seq(n, swappiness != 0) as u64;
         let first = if swappiness == 0 {
             LRU_GEN_FILE

@@ -600,19 +600,9 @@ impl Kernel {
             let p = self.frames.get_mut(pfn);
             p.flags = (p.flags & !pg::LRU) | pg::ISOLATED;
             node.nr_isolated += 1;
-            match self.thp_head(pfn) {
-                Some(head) => {
-                    for f in (head..head + HPAGE_PMD_NR).filter(|&f| f != pfn) {
-                        self.folio_isolate_lru(f);
-                    }
-                    out.push(head);
-                    scanned += HPAGE_PMD_NR as u64;
-                }
-                None => {
-                    out.push(pfn);
-                    scanned += 1;
-                }
-            }
+            let (folio, nr) = self.isolate_rest_of_thp(pfn);
+            out.push(folio);
+            scanned += nr;
         }
         (out, scanned)
     }
