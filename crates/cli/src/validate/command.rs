@@ -788,7 +788,9 @@ fn run_seed(
     if let Some(four_k) = four_k {
         // Every THP fault of the run is a touch phase's (do_huge_pmd_anonymous_page).
         let count = |s: Option<&report::RealSample>| s.and_then(|s| s.counter("thp_fault_alloc"));
-        let faults = count(real.last()).unwrap_or(0) - count(real.first()).unwrap_or(0);
+        let faults = count(real.last())
+            .unwrap_or(0)
+            .saturating_sub(count(real.first()).unwrap_or(0));
         // Debian's 6.12 zeroes pages at allocation (CONFIG_INIT_ON_ALLOC_DEFAULT_ON), and its
         // THP fault clears the zeroed folio again: 1,024 clears per THP fault.
         let clears = 2 * tierlab::mm::pgtable::HPAGE_PMD_NR as u64;
