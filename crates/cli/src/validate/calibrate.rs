@@ -14,6 +14,7 @@
 
 use serde_json::Value;
 use tierlab::cost::CostTable;
+use tierlab::mm::pgtable::HPAGE_PMD_NR;
 use tierlab::Config;
 use toml::Value as TomlValue;
 
@@ -82,6 +83,104 @@ pub fn kernel_speed_ratio(
         sim_ns += run_us * 1e3;
     }
     (sim_ns > 0.0 && guest_ns > 0.0).then(|| guest_ns / sim_ns)
+}
+
+/// The guest's run time (ms) and pages of every named `touch` phase, summed.
+pub fn guest_touch(cfg: &Config, lines: &[String]) -> Option<(f64, u64)> {
+    let guest = guest_cost_per_access(lines);
+    let (mut ms, mut pages) = (0.0, 0);
+    for (_, name, _) in named_phases(cfg, "touch") {
+        if let Some((_, cpu_ms, n)) = guest.iter().find(|x| x.0 == name) {
+            ms += cpu_ms;
+            pages += n;
+        }
+    }
+    (pages > 0).then_some((ms, pages))
+}
+
+/// A 4 KiB fault as the THP-off calibration left it: the guest's run time per touched page
+/// (ns) and the stand-in's scaled `anon_fault_cycles` and `clear_page_cycles`.
+#[derive(Clone, Copy, Debug)]
+pub struct FourKFault {
+    pub page_ns: f64,
+    pub anon_fault: f64,
+    pub clear_page: f64,
+}
+
+/// The guest's cost of clearing a page, from its compared run with THP on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ThpClear {
+    /// The touch phases' run time (ms), pages and THP faults (thp_fault_alloc).
+    pub touch_ms: f64,
+    pub pages: u64,
+    pub thp_faults: u64,
+    /// Run time per THP fault (ns): the touch phases' time less their other pages at the
+    /// calibration's time per 4 KiB page.
+    pub thp_fault_ns: f64,
+    /// (thp_fault_ns - one 4 KiB page's time) / (clears - 1): a THP fault is a 4 KiB fault
+    /// (one clear) that clears `clears - 1` pages more.
+    pub clear_ns: f64,
+    /// Pages a THP fault clears: 512 (folio_zero_user), twice that with init_on_alloc.
+    pub clears: u64,
+    /// The stand-in's anon_fault_cycles: a 4 KiB fault keeps its calibrated total.
+    pub anon_fault: f64,
+}
+
+/// The guest's clear cost per page from its run with THP on (`lines`: the program's lines,
+/// `thp_faults`: thp_fault_alloc over the run, all of them the touch phases' faults, each
+/// clearing `clears` pages) and the calibration's 4 KiB fault; None without a THP fault or a
+/// touch phase.
+pub fn thp_clear(
+    cfg: &Config,
+    lines: &[String],
+    thp_faults: u64,
+    clears: u64,
+    four_k: FourKFault,
+) -> Option<ThpClear> {
+    let (touch_ms, pages) = guest_touch(cfg, lines)?;
+    let huge = thp_faults * HPAGE_PMD_NR as u64;
+    if thp_faults == 0 || huge > pages {
+        return None;
+    }
+    let small_ns = (pages - huge) as f64 * four_k.page_ns;
+    let thp_fault_ns = (touch_ms * 1e6 - small_ns) / thp_faults as f64;
+    let clear_ns = ((thp_fault_ns - four_k.page_ns) / (clears.max(2) - 1) as f64).max(0.0);
+    let anon_fault = (four_k.anon_fault + four_k.clear_page - clear_ns).max(0.0);
+    Some(ThpClear {
+        touch_ms,
+        pages,
+        thp_faults,
+        thp_fault_ns,
+        clear_ns,
+        clears,
+        anon_fault,
+    })
+}
+
+impl ThpClear {
+    /// The stand-in's touch phases ran `sim_ms` with `sim_thp_faults` THP faults: done within
+    /// GAP_TOLERANCE of the guest's; else the difference goes to the clears a THP fault makes
+    /// beyond a 4 KiB fault's one (the 4 KiB fault keeps its total). The guest's time per THP
+    /// fault includes the other vCPUs' turns, which the stand-in adds itself.
+    pub fn step(&mut self, sim_ms: f64, sim_thp_faults: u64, four_k: FourKFault) -> bool {
+        let want = self.touch_ms;
+        if (sim_ms - want).abs() <= GAP_TOLERANCE * want || sim_thp_faults == 0 {
+            return true;
+        }
+        let extra = (sim_thp_faults * (self.clears.max(2) - 1)) as f64;
+        self.clear_ns = (self.clear_ns + (want - sim_ms) * 1e6 / extra).max(0.0);
+        self.anon_fault = (four_k.anon_fault + four_k.clear_page - self.clear_ns).max(0.0);
+        false
+    }
+
+    /// The stand-in's `--set`s: the guest's clear cost per page, and the fault path less the
+    /// difference (clamped at 0).
+    pub fn sets(&self) -> Vec<String> {
+        vec![
+            format!("cost.clear_page_cycles={}", self.clear_ns.round()),
+            format!("cost.anon_fault_cycles={}", self.anon_fault.round()),
+        ]
+    }
 }
 
 /// The guest's run time per access of each named `random` phase (`cpu_ms` / `accesses` over
@@ -705,6 +804,45 @@ count = 10
         let r = kernel_speed_ratio(&cfg(), &guest, &sim).unwrap();
         assert!((r - 2.4).abs() < 1e-12, "{r}");
         assert_eq!(kernel_speed_ratio(&cfg(), &guest, &sim[3..]), None);
+    }
+
+    #[test]
+    fn a_thp_fault_is_a_4k_fault_that_clears_its_other_pages() {
+        let four_k = FourKFault {
+            page_ns: 10_000.0,
+            anon_fault: 5458.0,
+            clear_page: 1516.0,
+        };
+        // 2,048 pages: 3 THP faults (1,536 pages) and 512 pages at 10 µs (5.12 ms); each THP
+        // fault 10 µs + 511 × 4 µs.
+        let lines = [r#"{"phase":"fill","accesses":2048,"cpu_ms":11.282}"#.to_string()];
+        let c = thp_clear(&cfg(), &lines, 3, 512, four_k).unwrap();
+        assert!((c.thp_fault_ns - 2_054_000.0).abs() < 1e-3, "{c:?}");
+        assert!((c.clear_ns - 4000.0).abs() < 1e-6, "{c:?}");
+        // The 4 KiB fault keeps its total: 5,458 + 1,516 - 4,000.
+        assert_eq!(
+            c.sets(),
+            vec![
+                "cost.clear_page_cycles=4000".to_string(),
+                "cost.anon_fault_cycles=2974".to_string()
+            ]
+        );
+        // With init_on_alloc the fault clears 1,024 pages: 2,044 ms over 1,023 clears.
+        let twice = thp_clear(&cfg(), &lines, 3, 1024, four_k).unwrap();
+        assert!(
+            (twice.clear_ns - 2_044_000.0 / 1023.0).abs() < 1e-6,
+            "{twice:?}"
+        );
+        // The stand-in ran 1.023 ms too long over 3 × 1,023 extra clears: 333 ns less each.
+        let mut stepped = twice;
+        assert!(!stepped.step(11.282 + 1.023, 3, four_k));
+        assert!((stepped.clear_ns - (twice.clear_ns - 1e3 / 3.0)).abs() < 1e-6);
+        assert!((stepped.anon_fault - (6974.0 - stepped.clear_ns)).abs() < 1e-6);
+        assert!(stepped.step(11.282 * 1.01, 3, four_k));
+        // No THP fault, or more THP pages than were touched, says nothing.
+        assert_eq!(thp_clear(&cfg(), &lines, 0, 512, four_k), None);
+        assert_eq!(thp_clear(&cfg(), &lines, 5, 512, four_k), None);
+        assert_eq!(thp_clear(&cfg(), &lines[..0], 3, 512, four_k), None);
     }
 
     #[test]

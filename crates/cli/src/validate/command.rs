@@ -567,6 +567,16 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
              the stand-in keeps the cost table's hardware costs"
         ),
     }
+    // With THP on, the compared run's fill splits the 4 KiB fault into its clear and the rest
+    // (run_seed): TCG clears a page far slower, against the fault path, than hardware does.
+    let four_k = ratio.filter(|_| thp_enabled(&cfg)).and_then(|r| {
+        let (ms, pages) = calibrate::guest_touch(&cfg, &calib.stdout_lines)?;
+        Some(calibrate::FourKFault {
+            page_ns: ms * 1e6 / pages as f64,
+            anon_fault: (cfg.cost.anon_fault_cycles as f64 * r).round(),
+            clear_page: (cfg.cost.clear_page_cycles as f64 * r).round(),
+        })
+    });
     let mut gaps = calibrate::gap_sets(&search.gaps());
     gaps.extend(sampler.iter().cloned());
     gaps.extend(kernel);
@@ -601,6 +611,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             &machine,
             &run,
             &gaps,
+            four_k,
             seed,
             seeds.len() > 1,
             estimate.sim_seconds,
@@ -713,6 +724,7 @@ fn run_seed(
     machine: &GuestMachine,
     run: &GuestRun,
     gaps: &[String],
+    four_k: Option<calibrate::FourKFault>,
     seed: u64,
     several: bool,
     sim_seconds: f64,
@@ -773,6 +785,68 @@ fn run_seed(
             e
         }
     })?;
+    if let Some(four_k) = four_k {
+        // Every THP fault of the run is a touch phase's (do_huge_pmd_anonymous_page).
+        let count = |s: Option<&report::RealSample>| s.and_then(|s| s.counter("thp_fault_alloc"));
+        let faults = count(real.last())
+            .unwrap_or(0)
+            .saturating_sub(count(real.first()).unwrap_or(0));
+        // Debian's 6.12 zeroes pages at allocation (CONFIG_INIT_ON_ALLOC_DEFAULT_ON), and its
+        // THP fault clears the zeroed folio again: 1,024 clears per THP fault.
+        let clears = 2 * tierlab::mm::pgtable::HPAGE_PMD_NR as u64;
+        match calibrate::thp_clear(cfg, &out.stdout_lines, faults, clears, four_k) {
+            Some(c) => {
+                eprintln!(
+                    "tierlab: THP on: the guest's touch phases ran {:.1} ms for {} pages, {} of \
+                     them in {} THP faults; at the calibration's {:.0} ns per 4 KiB page for the \
+                     rest, a THP fault took {:.0} ns, so clearing a page costs the guest \
+                     ({:.0} - {:.0}) / {} = {:.0} ns (anon_fault_cycles {:.0} -> {:.0})",
+                    c.touch_ms,
+                    c.pages,
+                    c.thp_faults * tierlab::mm::pgtable::HPAGE_PMD_NR as u64,
+                    c.thp_faults,
+                    four_k.page_ns,
+                    c.thp_fault_ns,
+                    c.thp_fault_ns,
+                    four_k.page_ns,
+                    clears - 1,
+                    c.clear_ns,
+                    four_k.anon_fault,
+                    c.anon_fault
+                );
+                machine_sets.push("vm.init_on_alloc=true".into());
+                // As the calibration's kernel speed: stepped until the stand-in's fill runs
+                // as long as the guest's, the other vCPUs' turns the stand-in's own.
+                let mut c = c;
+                for _ in 0..GAP_SEARCH_RUNS {
+                    let mut sets = gaps.to_vec();
+                    sets.extend(machine_sets.iter().cloned());
+                    sets.extend(c.sets());
+                    if several {
+                        sets.push(format!("scenario.seed={seed}"));
+                    }
+                    let sim = simulate(args, cfg, &out.nodes, &sets).map_err(label)?;
+                    let sim_ms = touch_ms(cfg, &sim);
+                    eprintln!(
+                        "tierlab: THP on: the touch phases run {sim_ms:.1} ms on the stand-in at \
+                         clear_page_cycles={:.0}, {:.1} ms on the guest",
+                        c.clear_ns, c.touch_ms
+                    );
+                    if c.step(sim_ms, sim.vmstat.get("thp_fault_alloc"), four_k) {
+                        break;
+                    }
+                }
+                for set in c.sets() {
+                    eprintln!("tierlab: THP on: stand-in charges {set}");
+                    machine_sets.push(set);
+                }
+            }
+            None => eprintln!(
+                "tierlab: warning: THP on but no THP fault in the guest's touch phases; the \
+                 stand-in keeps the scaled clear_page_cycles"
+            ),
+        }
+    }
     // The simulated side, on the machine as the guest booted it, with the same seed.
     eprintln!("tierlab: simulating {origin} on the stand-in machine");
     let mut extra = gaps.to_vec();
@@ -797,6 +871,14 @@ fn run_seed(
     }
     let stand_in_sets = simulate_sets(args, cfg, &out.nodes, &extra);
     let sim = stand_in_run(args, &stand_in_sets).map_err(label)?;
+    if four_k.is_some() {
+        let sim_ms = touch_ms(cfg, &sim);
+        if let Some((guest_ms, _)) = calibrate::guest_touch(cfg, &out.stdout_lines) {
+            eprintln!(
+                "tierlab: THP on: the touch phases ran {guest_ms:.1} ms on the guest, {sim_ms:.1} ms on the stand-in"
+            );
+        }
+    }
     let cmp = report::compare(&real, &sim, &counters(cfg));
     for e in &out.ftrace_errors {
         eprintln!("tierlab: warning: the guest's ftrace: {e}");
@@ -841,6 +923,15 @@ fn run_seed(
         init_wall_seconds: out.init_wall_seconds,
         wall_seconds: out.wall_seconds,
     })
+}
+
+/// The stand-in's run time of the named `touch` phases, ms.
+fn touch_ms(cfg: &Config, sim: &tierlab::RunResult) -> f64 {
+    let touch = calibrate::named_phases(cfg, "touch");
+    (sim.phases.iter())
+        .filter(|p| touch.iter().any(|t| t.1 == p.name))
+        .map(|p| p.run_time_us / 1e3)
+        .sum()
 }
 
 /// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so

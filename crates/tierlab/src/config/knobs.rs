@@ -102,6 +102,13 @@ knob_table! {
             path: "/sys/kernel/mm/transparent_hugepage/use_zero_page",
             range: Range::Any,
             source: "mm/huge_memory.c use_zero_page_store: kstrtoul, default on";
+        /// Pages come zeroed from the allocator (post_alloc_hook), the init_on_alloc boot
+        /// parameter; Debian's 6.12 is built with CONFIG_INIT_ON_ALLOC_DEFAULT_ON. Modelled only
+        /// where it costs: 6.12's THP fault clears the zeroed folio again (folio_zero_user).
+        init_on_alloc: bool = false,
+            path: TIERLAB,
+            range: Range::Any,
+            source: "mm/mm_init.c early_init_on_alloc (boot parameter init_on_alloc=); mm/huge_memory.c __do_huge_pmd_anonymous_page";
         /// TPP's demotion watermark above high on top-tier nodes, in 1/10000 of the node; 0 = off.
         /// TPP's default is 200 (2 %); kswapd demotes until free pages exceed it. Not upstream.
         demote_scale_factor: u32 = 0,

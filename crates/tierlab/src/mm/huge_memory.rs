@@ -235,10 +235,12 @@ impl Kernel {
             return Ok(false);
         };
         self.vm.inc(Vm::ThpFaultAlloc);
-        // clear_huge_page: 512 pages cleared, one fault.
+        // folio_zero_user: 512 pages cleared, one fault; init_on_alloc's post_alloc_hook cleared
+        // them once already.
+        let clears = HPAGE_PMD_NR as u64 * (1 + u64::from(self.cfg.vm.init_on_alloc));
         m.charge_sys(
             c,
-            m.cost.anon_fault_cycles as u64 + m.cost.clear_page_cycles as u64 * HPAGE_PMD_NR as u64,
+            m.cost.anon_fault_cycles as u64 + m.cost.clear_page_cycles as u64 * clears,
         );
         self.pte_alloc(m, c, mm, base)?;
         let anon_vma = self.mms[mm].anon_vma();
