@@ -607,26 +607,40 @@ fn a_promotion_after_a_new_scan_sequence_doubles_the_scan_period() {
     let max = sim.k.task_scan_max_ms(0);
     // A fault on slow-tier memory is not counted in tiering mode.
     sim.k.mms[0].numa.scan_seq += 1;
-    sim.k.task_numa_fault(&sim.hw, 0, tid, 1, false, false);
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 1, 1, false, false);
     assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 10);
     // A promotion (counted on the top-tier target, remote, private): placement runs once per
     // new sequence and doubles the period, and the mm's next scan is now + that period.
     sim.hw.cpus[0].clock += 1_000_000_000;
-    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, 1, false, false);
     assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 20.min(max));
     let expect = sim.hw.cpus[0].clock + sim.hw.ns_to_cycles(20.min(max) as f64 * 1e6);
     assert_eq!(sim.k.mms[0].numa.next_scan, expect);
     // The same sequence again: no new placement.
     sim.hw.cpus[0].clock += 1_000_000_000;
-    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, 1, false, false);
     assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, 20.min(max));
     // Each new sequence doubles it again, up to task_scan_max.
     for _ in 0..20 {
         sim.k.mms[0].numa.scan_seq += 1;
         sim.hw.cpus[0].clock += 1_000_000_000;
-        sim.k.task_numa_fault(&sim.hw, 0, tid, 0, false, false);
+        sim.k.task_numa_fault(&sim.hw, 0, tid, 0, 1, false, false);
     }
     assert_eq!(sim.k.sched.threads[tid].numa_scan_period_ms, max);
+}
+
+#[test]
+fn a_thp_hint_fault_weighs_its_512_pages_in_the_task_statistics() {
+    // task_numa_fault(.., pages = HPAGE_PMD_NR, ..) from do_huge_pmd_numa_page: the locality
+    // and fault buffers grow by the folio's pages, as for 512 faults on 4 KiB pages.
+    let (mut sim, _) = sim_with_slow_page();
+    let tid = 0;
+    let before = sim.k.sched.threads[tid].numab.clone();
+    sim.k.task_numa_fault(&sim.hw, 0, tid, 0, 512, true, true);
+    let after = &sim.k.sched.threads[tid].numab;
+    assert_eq!(after.locality[1] - before.locality[1], 512);
+    assert_eq!(after.locality[2] - before.locality[2], 512);
+    assert_eq!(after.faults_buf[1] - before.faults_buf[1], 512);
 }
 
 #[test]

@@ -66,7 +66,7 @@ impl Kernel {
         if nid != this && self.should_numa_migrate_memory(m, c, head, nid, this) {
             if self.migrate_misplaced_thp(m, c, head, nid, this) {
                 self.vm.add(Vm::PgPromoteAnon, NR);
-                self.task_numa_fault(m, c, tid, this, false, false);
+                self.task_numa_fault(m, c, tid, this, NR, false, false);
                 return;
             }
             failed = true;
@@ -88,7 +88,7 @@ impl Kernel {
             }
             self.mms[mm].pgtable.set_huge_pmd(base, new);
         }
-        self.task_numa_fault(m, c, tid, nid, nid == this, failed);
+        self.task_numa_fault(m, c, tid, nid, NR, nid == this, failed);
     }
 
     /// migrate_misplaced_folio_prepare + migrate_misplaced_folio for the THP at `head`:

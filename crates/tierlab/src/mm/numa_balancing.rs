@@ -218,7 +218,7 @@ impl Kernel {
                     Vm::PgPromoteFile
                 });
                 // task_numa_fault(.., target, .., TNF_MIGRATED): counted on the new node.
-                self.task_numa_fault(m, c, tid, this, false, false);
+                self.task_numa_fault(m, c, tid, this, 1, false, false);
                 return;
             }
             failed = true;
@@ -245,7 +245,7 @@ impl Kernel {
                 *slot |= pte::WRITE;
             }
         }
-        self.task_numa_fault(m, c, tid, nid, nid == this, failed);
+        self.task_numa_fault(m, c, tid, nid, 1, nid == this, failed);
     }
 
     /// Whether the NUMA scan made `p` PROT_NONE at a time later than CPU `c`'s clock: the

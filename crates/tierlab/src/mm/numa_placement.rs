@@ -79,13 +79,16 @@ impl Kernel {
     }
 
     /// task_numa_fault(last_cpupid = -1 (private), mem_node, pages, flags) for thread `tid`
-    /// on CPU `c`; `local` is TNF_FAULT_LOCAL, `failed` TNF_MIGRATE_FAIL.
+    /// on CPU `c`: `pages` 1, or HPAGE_PMD_NR for a THP; `local` is TNF_FAULT_LOCAL, `failed`
+    /// TNF_MIGRATE_FAIL.
+    #[allow(clippy::too_many_arguments)]
     pub fn task_numa_fault(
         &mut self,
         m: &Machine,
         c: usize,
         tid: usize,
         mem_node: usize,
+        pages: u64,
         local: bool,
         failed: bool,
     ) {
@@ -106,10 +109,10 @@ impl Kernel {
         }
         let t = &mut self.sched.threads[tid].numab;
         if failed {
-            t.locality[2] += 1;
+            t.locality[2] += pages;
         }
-        t.faults_buf[1] += 1;
-        t.locality[local as usize] += 1;
+        t.faults_buf[1] += pages;
+        t.locality[local as usize] += pages;
     }
 
     /// task_numa_placement: once per change of mm->numa_scan_seq, fold the faults since the
