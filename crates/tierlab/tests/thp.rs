@@ -149,33 +149,41 @@ fn madvise_mode_gives_thp_only_to_advised_ranges() {
     assert_eq!(huge.iter().map(|h| h.0).collect::<Vec<_>>(), vec![vpn(0)]);
 }
 
+/// Thread 0 writes 24 MiB (then `after_fill`, if any); then four threads, one per CPU, read
+/// every 7th to 11th page of the last `tail` pages, 300 rounds with 1 M cycles of work each.
+fn fill_24m_then_read_the_tail(after_fill: Option<Op>, tail: u64) -> Vec<(Placement, Vec<Op>)> {
+    let pages = 12 * HUGE;
+    let mut t0 = vec![anon_rw(BASE, pages)];
+    t0.extend(stores(0..pages));
+    t0.extend(after_fill);
+    t0.push(Op::Barrier);
+    (0..4u64)
+        .map(|t| {
+            let mut ops = if t == 0 {
+                t0.clone()
+            } else {
+                vec![Op::Barrier]
+            };
+            for r in 0..300 {
+                ops.extend(loads(pages - tail..pages).step_by(7 + r % 5));
+                ops.push(Op::Compute(1_000_000));
+            }
+            (Placement::Pinned(t as u32), ops)
+        })
+        .collect()
+}
+
 #[test]
 fn a_hot_thp_on_the_slow_tier_is_promoted_whole() {
     // 24 MiB written into a 16 MiB DRAM node: with defrag=always the THP faults that find
     // DRAM short reclaim and fall back to the CXL node. The first 8 MiB are then unmapped,
     // which leaves DRAM room; four readers read the last 4 MiB, on CXL, and NUMA balancing
     // moves those THPs back whole.
-    let pages = 12 * HUGE;
-    let mut t0 = vec![anon_rw(BASE, pages)];
-    t0.extend(stores(0..pages));
-    t0.push(Op::Munmap {
+    let unmap = Op::Munmap {
         addr: BASE,
         len: 4 * HUGE * PAGE,
-    });
-    t0.push(Op::Barrier);
-    let mut threads = vec![];
-    for t in 0..4u64 {
-        let mut ops = if t == 0 {
-            t0.clone()
-        } else {
-            vec![Op::Barrier]
-        };
-        for r in 0..300 {
-            ops.extend(loads(pages - 2 * HUGE..pages).step_by(7 + r % 5));
-            ops.push(Op::Compute(1_000_000));
-        }
-        threads.push((Placement::Pinned(t as u32), ops));
-    }
+    };
+    let threads = fill_24m_then_read_the_tail(Some(unmap), 2 * HUGE);
     let cfg = tiered_config(&[
         "vm.transparent_hugepage_enabled=always",
         "vm.transparent_hugepage_defrag=always",
@@ -241,23 +249,7 @@ fn kswapd_demotes_a_cold_thp_whole(lru_gen: bool) {
     // to 4 KiB pages on CXL (defrag=madvise: a THP fault tries its own node only). Readers
     // of those 4 KiB pages want them promoted, find DRAM short and wake its kswapd, which
     // demotes the cold THPs whole: a migration of 512 pages each, no split.
-    let pages = 12 * HUGE;
-    let mut t0 = vec![anon_rw(BASE, pages)];
-    t0.extend(stores(0..pages));
-    t0.push(Op::Barrier);
-    let mut threads = vec![];
-    for t in 0..4u64 {
-        let mut ops = if t == 0 {
-            t0.clone()
-        } else {
-            vec![Op::Barrier]
-        };
-        for r in 0..300 {
-            ops.extend(loads(pages - 3 * HUGE..pages).step_by(7 + r % 5));
-            ops.push(Op::Compute(1_000_000));
-        }
-        threads.push((Placement::Pinned(t as u32), ops));
-    }
+    let threads = fill_24m_then_read_the_tail(None, 3 * HUGE);
     let cfg = tiered_config(&[
         "vm.transparent_hugepage_enabled=always",
         "sim.max_seconds=0.5",

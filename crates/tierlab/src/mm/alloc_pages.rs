@@ -179,6 +179,21 @@ impl Kernel {
         if !self.swap.folio_entry.is_empty() {
             self.swap.delete_from_swap_cache(pfn);
         }
+        let n = self.frames.get(pfn).node as usize;
+        // A lower zone below its share of free pages takes the frame back: user allocations
+        // leave it there (zone_watermark_fast with lowmem_reserve).
+        if self.nodes[n].lower_free.len() < self.nodes[n].lower_free_target {
+            self.clear_freed(pfn);
+            self.frames.get_mut(pfn).flags |= pg::USED | pg::RESERVED;
+            self.nodes[n].lower_free.push(pfn);
+            self.vm.inc(Vm::PgFree);
+            return;
+        }
+        self.free_frames_order(m, c, pfn, 0);
+    }
+
+    /// What free_pages_prepare leaves of a frame: no user, no flags but MIGRC's mark.
+    fn clear_freed(&mut self, pfn: u32) {
         let p = self.frames.get_mut(pfn);
         debug_assert!(
             !p.has(pg::LRU) && p.mapcount == 0,
@@ -187,35 +202,13 @@ impl Kernel {
         p.flags &= pg::NEED_FLUSH;
         p.owner = NIL;
         p.index = 0;
-        let n = p.node as usize;
-        // A lower zone below its share of free pages takes the frame back: user allocations
-        // leave it there (zone_watermark_fast with lowmem_reserve).
-        if self.nodes[n].lower_free.len() < self.nodes[n].lower_free_target {
-            p.flags |= pg::USED | pg::RESERVED;
-            self.nodes[n].lower_free.push(pfn);
-            self.vm.inc(Vm::PgFree);
-            return;
-        }
-        let now = m.cpus[c].clock;
-        let cycles = self.nodes[n]
-            .zone
-            .free_unref_page(&mut self.frames, c, pfn, 0, now, &m.cost);
-        m.charge_sys(c, cycles);
-        self.vm.inc(Vm::PgFree);
     }
 
     /// Free a block of 2^`order` pages no one maps or lists any more (a THP, or the kernel's
     /// own), on CPU `c` (free_unref_folios → free_unref_page).
     pub(crate) fn free_frames_order(&mut self, m: &mut Machine, c: usize, pfn: u32, order: usize) {
         for p in pfn..pfn + (1 << order) {
-            let page = self.frames.get_mut(p);
-            debug_assert!(
-                !page.has(pg::LRU) && page.mapcount == 0,
-                "freeing a mapped or listed frame"
-            );
-            page.flags &= pg::NEED_FLUSH;
-            page.owner = NIL;
-            page.index = 0;
+            self.clear_freed(p);
         }
         let n = self.frames.get(pfn).node as usize;
         let now = m.cpus[c].clock;

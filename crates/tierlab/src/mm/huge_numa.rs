@@ -195,24 +195,12 @@ impl Kernel {
             .migrate_copy_gbps(src, dst, m.cost.migrate_copy_gbps);
         let copy = m.ns_to_cycles((PAGE_SIZE * NR) as f64 / gbps);
         m.charge_sys(c, copy + m.cost.migrate_page_cycles as u64);
-        let cross_tier = self.tiers.node_is_toptier(src) != self.tiers.node_is_toptier(dst);
         for i in 0..HPAGE_PMD_NR {
-            let s = *self.frames.get(head + i);
-            const KEPT: u16 = pg::ANON
-                | pg::SWAPBACKED
-                | pg::ACTIVE
-                | pg::REFERENCED
-                | pg::DIRTY
-                | pg::WORKINGSET
-                | pg::ANON_EXCLUSIVE;
+            self.folio_migrate_flags(new + i, head + i, src, dst);
+            let mapcount = self.frames.get(head + i).mapcount;
             let d = self.frames.get_mut(new + i);
-            d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);
-            d.owner = s.owner;
-            d.index = s.index;
-            d.mapcount = s.mapcount;
+            d.mapcount = mapcount;
             d.order = HPAGE_PMD_ORDER as u8;
-            d.numa_access_ms = if cross_tier { 0 } else { s.numa_access_ms };
-            self.folio_migrate_refs(new + i, head + i);
             self.lru_del_and_uncharge(head + i);
             self.frames.get_mut(head + i).mapcount = 0;
             self.lru_add_folio(new + i);

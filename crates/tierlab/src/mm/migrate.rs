@@ -165,32 +165,8 @@ impl Kernel {
         m.charge_sys(c, copy + m.cost.migrate_page_cycles as u64);
 
         let s = *self.frames.get(src);
-        const KEPT: u16 = pg::ANON
-            | pg::SWAPBACKED
-            | pg::ACTIVE
-            | pg::REFERENCED
-            | pg::DIRTY
-            | pg::WORKINGSET
-            | pg::EXEC
-            // The migration entry keeps PageAnonExclusive (SWP_MIGRATION_READ_EXCLUSIVE).
-            | pg::ANON_EXCLUSIVE;
-        {
-            let d = self.frames.get_mut(dst);
-            d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);
-            d.owner = s.owner;
-            d.index = s.index;
-            d.mapcount = 0;
-            // folio_migrate_flags: the access time (cpupid) resets when crossing tiers.
-            d.numa_access_ms = if self.tiers.node_is_toptier(sn) == self.tiers.node_is_toptier(dn) {
-                s.numa_access_ms
-            } else {
-                0
-            };
-        }
-        // folio_migrate_refs: MGLRU's access count travels with the folio; PG_active (set by
-        // lru_gen_del_folio when it left an active generation) and PG_workingset pick its
-        // generation on the new node.
-        self.folio_migrate_refs(dst, src);
+        self.folio_migrate_flags(dst, src, sn, dn);
+        self.frames.get_mut(dst).mapcount = 0;
         if !s.has(pg::ANON) && s.owner != NIL {
             self.files[s.owner as usize].pages[s.index as usize] = dst;
         }
@@ -225,6 +201,30 @@ impl Kernel {
 }
 
 impl Kernel {
+    /// folio_migrate_flags for frame `src` of node `sn` copied to `dst` of node `dn`: the
+    /// flags a folio keeps, its rmap owner and index; the access time (cpupid) resets when
+    /// crossing tiers; then folio_migrate_refs (MGLRU's access count travels with the folio;
+    /// PG_active and PG_workingset pick its generation on the new node).
+    pub(crate) fn folio_migrate_flags(&mut self, dst: u32, src: u32, sn: usize, dn: usize) {
+        const KEPT: u16 = pg::ANON
+            | pg::SWAPBACKED
+            | pg::ACTIVE
+            | pg::REFERENCED
+            | pg::DIRTY
+            | pg::WORKINGSET
+            | pg::EXEC
+            // The migration entry keeps PageAnonExclusive (SWP_MIGRATION_READ_EXCLUSIVE).
+            | pg::ANON_EXCLUSIVE;
+        let s = *self.frames.get(src);
+        let same_tier = self.tiers.node_is_toptier(sn) == self.tiers.node_is_toptier(dn);
+        let d = self.frames.get_mut(dst);
+        d.flags = (d.flags & pg::NEED_FLUSH) | pg::USED | (s.flags & KEPT);
+        d.owner = s.owner;
+        d.index = s.index;
+        d.numa_access_ms = if same_tier { s.numa_access_ms } else { 0 };
+        self.folio_migrate_refs(dst, src);
+    }
+
     /// move_pages(2) (do_pages_move → add_page_for_migration → do_move_pages_to_node):
     /// isolate every mapped page of the range that is not on `node` and migrate them with
     /// MIGRATE_SYNC. Unmapped pages and the zero page are skipped, as -EFAULT / -ENOENT
