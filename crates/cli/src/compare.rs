@@ -159,6 +159,33 @@ pub fn change(a: f64, b: f64) -> Option<f64> {
     (a != 0.0).then(|| (b - a) / a * 100.0)
 }
 
+/// The table as JSON: per metric, each run's value and its change from the first in percent
+/// (null where the first is 0).
+pub fn table_json(results: &[Finished]) -> serde_json::Value {
+    let cols: Vec<Vec<f64>> = results.iter().map(|(_, r)| metrics(r)).collect();
+    let rows: Vec<serde_json::Value> = METRICS
+        .iter()
+        .enumerate()
+        .map(|(m, name)| {
+            let values: serde_json::Map<String, serde_json::Value> = results
+                .iter()
+                .zip(&cols)
+                .map(|((label, _), col)| (label.clone(), serde_json::json!(col[m])))
+                .collect();
+            let changes: serde_json::Map<String, serde_json::Value> = results
+                .iter()
+                .zip(&cols)
+                .skip(1)
+                .map(|((label, _), col)| {
+                    (label.clone(), serde_json::json!(change(cols[0][m], col[m])))
+                })
+                .collect();
+            serde_json::json!({"metric": name, "values": values, "change_percent": changes})
+        })
+        .collect();
+    serde_json::Value::Array(rows)
+}
+
 /// The BEFORE/AFTER table (first variant is the baseline).
 pub fn table(results: &[Finished]) -> String {
     let mut s = String::new();

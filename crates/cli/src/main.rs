@@ -1,12 +1,13 @@
 //! The `tierlab` command line: run a scenario, or benchmark the simulator itself.
 
 mod compare;
+mod csv_out;
 mod knobs;
 mod reproduce;
 mod validate;
+mod watch;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tierlab::config::CheckLevel;
@@ -39,9 +40,24 @@ enum Command {
         /// Override any config key, e.g. --set vm.watermark_scale_factor=200 (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
-        /// Write the full result as JSON to this file.
+        /// Write the full result as JSON to this file (created before the run starts, so a
+        /// bad path fails at once).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Write the timeline, phases, per-CPU and per-node tables as CSV files into DIR
+        /// (timeline.csv, phases.csv, cpus.csv, nodes.csv).
+        #[arg(long, value_name = "DIR")]
+        csv: Option<PathBuf>,
+        /// Print a line every MS milliseconds of simulated time while the run goes, like
+        /// `vmstat 1` or `perf stat -I MS` (see --interval-style). Sets the timeline's
+        /// interval (sim.timeline_interval_ms) to MS: no simulated event changes, only what is
+        /// sampled (the timeline, pcp_pages_mean, how many periodic checks run).
+        #[arg(long, value_name = "MS")]
+        interval: Option<f64>,
+        /// How --interval prints: `vmstat` (a row per interval: free and anon MiB per node,
+        /// then rates per second) or `perf` (per event, the count in each interval).
+        #[arg(long, value_enum, default_value_t = watch::IntervalStyle::Vmstat)]
+        interval_style: watch::IntervalStyle,
         /// Print only errors (no summary, no progress bar).
         #[arg(long, short)]
         quiet: bool,
@@ -53,7 +69,8 @@ enum Command {
         scenario: PathBuf,
         /// A second scenario to compare against (instead of --set overrides).
         other: Option<PathBuf>,
-        /// Overrides for the second run, e.g. --set kernel.migrc=on (repeatable).
+        /// Overrides for the second run, e.g. --set kernel.migrc=on (repeatable). With a
+        /// second scenario file, they apply to both runs, as --both does.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
         /// Overrides applied to both runs, e.g. --both workload.particles=50000.
@@ -68,7 +85,7 @@ enum Command {
         /// active-LRU promotion).
         #[arg(long)]
         policies: bool,
-        /// Write both results and the table as JSON.
+        /// Write every run's result and the table as JSON (in every mode).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
@@ -192,40 +209,82 @@ fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), St
 }
 
 fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
+    simulate_watched(cfg, origin, &mut watch::Watch::new(!show_progress, None))
+}
+
+/// Run with a watcher: progress, interval lines, and Ctrl-C stopping the run cleanly.
+fn simulate_watched(
+    cfg: Config,
+    origin: &str,
+    watcher: &mut watch::Watch,
+) -> Result<RunResult, String> {
     let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
-    let bar = if show_progress {
-        let b = ProgressBar::new(1000);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {percent}% {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
-    let result = sim.run(&mut |f| {
-        bar.set_position((f * 1000.0) as u64);
-    });
-    bar.finish_and_clear();
+    let result = sim.run_watched(&mut |s, now| watcher.look(s, now));
+    watcher.print_samples(sim.engine());
+    watcher.finish();
     result.map_err(|e| format!("{origin}: simulation stopped: {e}"))
 }
 
-fn run(
-    scenario: Option<PathBuf>,
+/// `tierlab run`'s options beyond the scenario.
+struct RunArgs {
     sets: Vec<String>,
     json: Option<PathBuf>,
+    csv: Option<PathBuf>,
+    interval: Option<f64>,
+    interval_style: watch::IntervalStyle,
     quiet: bool,
-) -> Result<(), String> {
+}
+
+fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
+    let mut sets = args.sets;
+    if let Some(ms) = args.interval {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(format!(
+                "--interval {ms}: must be a positive number of milliseconds"
+            ));
+        }
+        sets.push(format!("sim.timeline_interval_ms={ms}"));
+    }
     let (cfg, origin) = load(scenario.as_deref(), &sets)?;
-    let result = simulate(cfg, &origin, !quiet)?;
-    if !quiet {
+    // Outputs are opened before the run, so a bad path fails before any simulating.
+    let json_file = match &args.json {
+        Some(path) => Some(
+            std::fs::File::create(path).map_err(|e| format!("--json {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(dir) = &args.csv {
+        csv_out::prepare(dir)?;
+    }
+    watch::catch_ctrl_c();
+    let interval = args.interval.map(|_| args.interval_style);
+    let mut watcher = watch::Watch::new(args.quiet, interval);
+    let result = simulate_watched(cfg, &origin, &mut watcher)?;
+    if !args.quiet {
         print!("{}", result.summary_text());
     }
-    if let Some(path) = json {
-        let doc = result.to_json();
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc = (json_file.is_some() || args.csv.is_some()).then(|| result.to_json());
+    if let (Some(mut file), Some(path), Some(doc)) = (json_file, &args.json, &doc) {
+        use std::io::Write;
+        let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+        writeln!(file, "{text}").map_err(|e| format!("--json {}: {e}", path.display()))?;
+    }
+    if let (Some(dir), Some(doc)) = (&args.csv, &doc) {
+        let files = csv_out::write(dir, doc)?;
+        if !args.quiet {
+            eprintln!(
+                "tierlab: wrote {} CSV files to {}",
+                files.len(),
+                dir.display()
+            );
+        }
+    }
+    if result.ended == tierlab::Ended::Interrupted {
+        return Err(format!(
+            "interrupted at {:.3} s of simulated time; the results written cover that much",
+            result.sim_seconds
+        ));
     }
     if result.check.violations > 0 {
         return Err(format!(
@@ -277,18 +336,29 @@ fn compare_cmd(
     both: Vec<String>,
     json: Option<PathBuf>,
 ) -> Result<(), String> {
-    let (before, origin) = load(Some(&scenario), &both)?;
-    let (after, after_origin, label) = match &other {
+    let json_file = create_output(json.as_deref())?;
+    let (before, origin, after, after_origin) = match &other {
+        // Two files: --set and --both apply to both sides.
         Some(o) => {
-            let (c, origin) = load(Some(o), &both)?;
-            (c, origin, "after".to_string())
+            let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
+            let (b, origin) = load(Some(&scenario), &all)?;
+            let (a, after_origin) = load(Some(o), &all)?;
+            (b, origin, a, after_origin)
         }
         None => {
+            if sets.is_empty() {
+                return Err(
+                    "compare: give a second scenario file or --set overrides for the second run"
+                        .into(),
+                );
+            }
+            let (b, origin) = load(Some(&scenario), &both)?;
             let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-            let (c, origin) = load(Some(&scenario), &all)?;
-            (c, origin, "after".to_string())
+            let (a, after_origin) = load(Some(&scenario), &all)?;
+            (b, origin, a, after_origin)
         }
     };
+    warn_if_same(&[("before", &before), ("after", &after)]);
     let results = compare::run_all(
         vec![
             compare::Variant {
@@ -297,26 +367,62 @@ fn compare_cmd(
                 origin,
             },
             compare::Variant {
-                label,
+                label: "after".into(),
                 cfg: after,
                 origin: after_origin,
             },
         ],
         false,
     )?;
-    if other.is_none() && !sets.is_empty() {
+    if other.is_none() {
         println!("after = before with {}", sets.join(" "));
     }
-    print!("{}", compare::table(&results));
-    if let Some(path) = json {
+    let table = compare::table(&results);
+    print!("{table}");
+    if let (Some(file), Some(path)) = (json_file, &json) {
         let doc = serde_json::json!({
             "before": results[0].1.to_json(),
             "after": results[1].1.to_json(),
+            "table": compare::table_json(&results),
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(&path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        write_json(file, path, &doc)?;
     }
     Ok(())
+}
+
+/// Create an output file before any run starts, so a bad path fails at once.
+fn create_output(path: Option<&Path>) -> Result<Option<std::fs::File>, String> {
+    path.map(|p| std::fs::File::create(p).map_err(|e| format!("--json {}: {e}", p.display())))
+        .transpose()
+}
+
+fn write_json(mut file: std::fs::File, path: &Path, doc: &serde_json::Value) -> Result<(), String> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    writeln!(file, "{text}").map_err(|e| format!("--json {}: {e}", path.display()))
+}
+
+/// Warn when two sides of a comparison would simulate the same thing (names aside).
+fn warn_if_same(sides: &[(&str, &Config)]) {
+    let key = |c: &Config| {
+        let mut v = serde_json::to_value(c).unwrap_or_default();
+        if let Some(s) = v.get_mut("scenario").and_then(|s| s.as_object_mut()) {
+            s.remove("name");
+            s.remove("description");
+        }
+        v
+    };
+    let keys: Vec<serde_json::Value> = sides.iter().map(|(_, c)| key(c)).collect();
+    for i in 0..sides.len() {
+        for j in i + 1..sides.len() {
+            if keys[i] == keys[j] {
+                eprintln!(
+                    "tierlab: warning: '{}' and '{}' have the same configuration: their results will be the same",
+                    sides[i].0, sides[j].0
+                );
+            }
+        }
+    }
 }
 
 /// Default Linux (no tiering), then every registered tiering policy under NUMA balancing
@@ -382,7 +488,13 @@ fn validate_cmd(
     Ok(())
 }
 
-fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Result<(), String> {
+fn variants_cmd(
+    scenario: PathBuf,
+    both: Vec<String>,
+    specs: Vec<String>,
+    json: Option<PathBuf>,
+) -> Result<(), String> {
+    let json_file = create_output(json.as_deref())?;
     let mut variants = Vec::new();
     for spec in &specs {
         let (label, sets) = parse_variant(spec)?;
@@ -391,8 +503,21 @@ fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Res
         println!("{label}: {}", sets.join(" "));
         variants.push(compare::Variant { label, cfg, origin });
     }
+    let sides: Vec<(&str, &Config)> = variants
+        .iter()
+        .map(|v| (v.label.as_str(), &v.cfg))
+        .collect();
+    warn_if_same(&sides);
     let results = compare::run_all(variants, false)?;
     print!("{}", compare::table(&results));
+    if let (Some(file), Some(path)) = (json_file, &json) {
+        let runs: Vec<serde_json::Value> = results
+            .iter()
+            .map(|(label, r)| serde_json::json!({"label": label, "result": r.to_json()}))
+            .collect();
+        let doc = serde_json::json!({"variants": runs, "table": compare::table_json(&results)});
+        write_json(file, path, &doc)?;
+    }
     Ok(())
 }
 
@@ -409,8 +534,21 @@ fn main() -> ExitCode {
             scenario,
             sets,
             json,
+            csv,
+            interval,
+            interval_style,
             quiet,
-        } => run(scenario, sets, json, quiet),
+        } => run(
+            scenario,
+            RunArgs {
+                sets,
+                json,
+                csv,
+                interval,
+                interval_style,
+                quiet,
+            },
+        ),
         Command::Bench {
             scenario,
             sets,
@@ -426,11 +564,22 @@ fn main() -> ExitCode {
             json,
         } => {
             if policies || !variants.is_empty() {
-                let mut v = variants;
-                if policies {
-                    v.extend(policy_variants());
+                // Variants carry their own overrides: a second file or --set has no side to
+                // go to.
+                if let Some(o) = &other {
+                    Err(format!(
+                        "compare: a second scenario ({}) cannot be combined with --variant or --policies",
+                        o.display()
+                    ))
+                } else if !sets.is_empty() {
+                    Err("compare: --set names the second run's overrides; with --variant or --policies put them in each variant, or use --both for all".into())
+                } else {
+                    let mut v = variants;
+                    if policies {
+                        v.extend(policy_variants());
+                    }
+                    variants_cmd(scenario, both, v, json)
                 }
-                variants_cmd(scenario, both, v)
             } else {
                 compare_cmd(scenario, other, sets, both, json)
             }
@@ -480,7 +629,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tierlab: {e}");
-            ExitCode::FAILURE
+            // 128 + SIGINT, as a shell reports a command Ctrl-C stopped.
+            if watch::interrupted() {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

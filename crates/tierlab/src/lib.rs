@@ -49,7 +49,7 @@ pub mod workload;
 
 pub use config::Config;
 pub use result::RunResult;
-pub use sim::{Sim, SimError};
+pub use sim::{Ended, Sim, SimError};
 pub use workload::Workload;
 
 /// A simulation: build it from a config and a workload, run it, get its result.
@@ -74,6 +74,15 @@ impl Simulation {
     /// `new`.
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<RunResult, SimError> {
         self.sim.run(progress)?;
+        let wall = self.started.elapsed().as_secs_f64();
+        Ok(RunResult::collect(&self.sim, wall))
+    }
+
+    /// Run as `run` does, showing `watch` the engine about once per timeline interval of
+    /// simulated time; when it returns false the run stops there, and the result is what
+    /// was simulated so far (`ended: interrupted`).
+    pub fn run_watched(&mut self, watch: &mut sim::Watcher) -> Result<RunResult, SimError> {
+        self.sim.run_watched(watch)?;
         let wall = self.started.elapsed().as_secs_f64();
         Ok(RunResult::collect(&self.sim, wall))
     }

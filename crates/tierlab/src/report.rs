@@ -17,6 +17,24 @@ impl RunResult {
             self.machine,
             self.perf_per_cpu.len()
         );
+        // A run cut short says so first: every figure below covers only what was simulated.
+        match self.ended {
+            crate::sim::Ended::Completed => {}
+            crate::sim::Ended::MaxSeconds => {
+                let _ = writeln!(
+                    s,
+                    " (cut short: sim.max_seconds ended the run at {:.3} s of simulated time, with threads still running)\n",
+                    self.sim_seconds
+                );
+            }
+            crate::sim::Ended::Interrupted => {
+                let _ = writeln!(
+                    s,
+                    " (interrupted at {:.3} s of simulated time: the figures cover what was simulated so far)\n",
+                    self.sim_seconds
+                );
+            }
+        }
         for p in [
             Perf::DtlbLoadMisses,
             Perf::DtlbStoreMisses,

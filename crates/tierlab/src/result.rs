@@ -276,6 +276,8 @@ pub struct RunResult {
     pub scenario: String,
     pub seed: u64,
     pub machine: String,
+    /// Whether every thread exited, or `sim.max_seconds` or an interrupt cut the run short.
+    pub ended: crate::sim::Ended,
     pub sim_seconds: f64,
     /// The workload's timed region (the whole run when it marks none).
     pub runtime_s: f64,
@@ -317,6 +319,7 @@ impl RunResult {
             scenario: k.cfg.scenario.name.clone(),
             seed: k.cfg.scenario.seed,
             machine: k.cfg.machine.name.clone(),
+            ended: sim.ended,
             sim_seconds: hw.cycles_to_s(hw.end_cycles()),
             runtime_s: wm.roi_seconds,
             wall_seconds,

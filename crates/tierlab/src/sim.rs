@@ -16,7 +16,7 @@ use crate::mm::page::NIL;
 use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
 use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
-use crate::workload::{Mark, Op, Workload};
+use crate::workload::{Expected, Mark, Op, Workload};
 
 mod turns;
 
@@ -113,7 +113,27 @@ pub struct Sim {
     overrun: Vec<Option<turns::Overrun>>,
     pub phase_stats: Vec<crate::phases::PhaseStat>,
     pub regions: Vec<crate::workload::RegionSpec>,
+    /// How much the workload will do, if it said (the progress estimate's denominator).
+    expected: Option<Expected>,
+    /// How the run ended (set when it does).
+    pub ended: Ended,
 }
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// Every thread exited.
+    Completed,
+    /// `sim.max_seconds` of simulated time passed with threads still running.
+    MaxSeconds,
+    /// The watcher stopped it (Ctrl-C): what was simulated so far.
+    Interrupted,
+}
+
+/// A run's watcher: called now and then with the engine and its current time (cycles);
+/// returns false to stop the run there.
+pub type Watcher<'a> = dyn FnMut(&Sim, u64) -> bool + 'a;
 
 /// A TLB entry a store may use without a walk: writable, and dirty already. (A dirty entry
 /// need not be writable: fork write-protects dirty private pages.)
@@ -157,6 +177,8 @@ impl Sim {
                 .map(|n| crate::phases::PhaseStat::named(n))
                 .collect(),
             regions: workload.regions.clone(),
+            expected: workload.expected,
+            ended: Ended::Completed,
         };
         let ncpus = sim.hw.cpus.len() as u32;
         for (i, spec) in workload.threads.into_iter().enumerate() {
@@ -206,8 +228,19 @@ impl Sim {
     /// Run until every thread has exited (or `sim.max_seconds`), calling `progress` with the
     /// fraction done now and then.
     pub fn run(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
+        self.run_watched(&mut |sim: &Sim, now| {
+            progress(sim.progress(now).unwrap_or_else(|| sim.exited_fraction()));
+            true
+        })?;
+        progress(1.0);
+        Ok(())
+    }
+
+    /// Run until every thread has exited, `sim.max_seconds` passes, or `watch` (called about
+    /// once per timeline interval of simulated time) returns false; `ended` says which.
+    pub fn run_watched(&mut self, watch: &mut Watcher) -> Result<(), SimError> {
         if self.hw.vcpu_turns {
-            return self.run_turns(progress);
+            return self.run_turns(watch);
         }
         let mut last_report = 0u64;
         loop {
@@ -222,6 +255,7 @@ impl Sim {
                 },
             };
             if self.max_cycles > 0 && now >= self.max_cycles {
+                self.ended = Ended::MaxSeconds;
                 break;
             }
             self.k.now = now;
@@ -237,29 +271,33 @@ impl Sim {
                     self.run_quantum(c, now + self.quantum);
                 }
             }
-            self.step_done(now, &mut last_report, progress)?;
+            if !self.step_done(now, &mut last_report, watch)? {
+                break;
+            }
         }
         self.finish();
-        progress(1.0);
         Ok(())
     }
 
-    /// After each step of a run loop: stop on a fatal error, else report progress now and
-    /// then.
+    /// After each step of a run loop: stop on a fatal error, else show the watcher the run
+    /// now and then; false once it asked to stop (the run is then `Interrupted`).
     fn step_done(
         &mut self,
         now: u64,
         last_report: &mut u64,
-        progress: &mut dyn FnMut(f64),
-    ) -> Result<(), SimError> {
+        watch: &mut Watcher,
+    ) -> Result<bool, SimError> {
         if let Some(e) = self.fatal.take() {
             return Err(e);
         }
         if now >= *last_report + self.sample_interval {
             *last_report = now;
-            progress(self.progress_fraction(now));
+            if !watch(self, now) {
+                self.ended = Ended::Interrupted;
+                return Ok(false);
+            }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn deadlock(&self) -> SimError {
@@ -269,10 +307,30 @@ impl Sim {
         ))
     }
 
-    fn progress_fraction(&self, now: u64) -> f64 {
-        if self.max_cycles > 0 {
-            return now as f64 / self.max_cycles as f64;
+    /// The fraction of the run done at `now`, when it can be told: the larger of simulated
+    /// time over `sim.max_seconds` and the workload's work (or accesses) over what it said it
+    /// would do.
+    pub fn progress(&self, now: u64) -> Option<f64> {
+        let by_time = (self.max_cycles > 0).then(|| now as f64 / self.max_cycles as f64);
+        let threads = &self.k.sched.threads;
+        let by_work = match self.expected {
+            Some(Expected::Work(n)) if n > 0 => {
+                Some(threads.iter().map(|t| t.work).sum::<u64>() as f64 / n as f64)
+            }
+            Some(Expected::Accesses(n)) if n > 0 => {
+                Some(threads.iter().map(|t| t.accesses).sum::<u64>() as f64 / n as f64)
+            }
+            _ => None,
+        };
+        match (by_time, by_work) {
+            (Some(a), Some(b)) => Some(a.max(b).min(1.0)),
+            (a, b) => a.or(b).map(|f| f.min(1.0)),
         }
+    }
+
+    /// The share of threads that have exited: the only progress a workload of unknown size
+    /// shows.
+    fn exited_fraction(&self) -> f64 {
         let exited = self
             .k
             .sched

@@ -192,6 +192,17 @@ pub struct Workload {
     pub phases: Vec<String>,
     /// Regions whose residency the timeline reports.
     pub regions: Vec<RegionSpec>,
+    /// How much the workload will do, when it knows: the progress bar's denominator.
+    pub expected: Option<Expected>,
+}
+
+/// The size of a workload, known before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// Units of `Mark::Work` over all threads (XSBench: lookups).
+    Work(u64),
+    /// Loads and stores over all threads (scripted phases).
+    Accesses(u64),
 }
 
 /// A thread whose operations are given up front (tests, small hand-written workloads).

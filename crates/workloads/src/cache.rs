@@ -51,7 +51,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{
-    prot, Backing, FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+    prot, Backing, Expected, FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream,
+    Workload,
 };
 
 const PAGE: u64 = 4096;
@@ -470,6 +471,7 @@ pub fn build(
         ),
     ];
     Ok(Workload {
+        expected: Some(Expected::Work(c.requests.saturating_mul(c.threads as u64))),
         name,
         work_unit: "requests".to_string(),
         processes: 1,

@@ -238,5 +238,6 @@ pub fn build(
         ],
         phases: vec![],
         regions: vec![],
+        expected: None,
     })
 }

@@ -114,5 +114,6 @@ pub fn build(table: &toml::Table, origin: &str, cpus: u32) -> Result<Workload, C
         ],
         phases: vec![],
         regions: vec![],
+        expected: None,
     })
 }

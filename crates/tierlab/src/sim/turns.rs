@@ -34,7 +34,7 @@
 //! tick (its halt drops the tick here); the handlers' own variation in length (one measured
 //! cost for every timer interrupt, where the guest's differ by the work each tick finds).
 
-use super::{Sim, SimError};
+use super::{Ended, Sim, SimError, Watcher};
 use crate::kernel::Event;
 use crate::machine::lapic;
 use crate::mm::page::NIL;
@@ -75,7 +75,7 @@ impl Sim {
     /// (qemu_timer_notify_cb → rr_kick_vcpu_thread) sets every vCPU's exit_request and
     /// happens when a vCPU arms a timer earlier than every pending one: a pacing sleep's
     /// timer, a minimum-delta one, or a re-armed tick.
-    pub(super) fn run_turns(&mut self, progress: &mut dyn FnMut(f64)) -> Result<(), SimError> {
+    pub(super) fn run_turns(&mut self, watch: &mut Watcher) -> Result<(), SimError> {
         let ncpus = self.hw.cpus.len();
         self.kswapd_due = vec![false; self.k.nodes.len()];
         self.pending_wake = vec![0; ncpus];
@@ -96,6 +96,7 @@ impl Sim {
                 break;
             }
             if self.max_cycles > 0 && now >= self.max_cycles {
+                self.ended = Ended::MaxSeconds;
                 break;
             }
             self.deliver_due(now);
@@ -227,10 +228,11 @@ impl Sim {
                     None => return Err(self.deadlock()),
                 }
             }
-            self.step_done(now, &mut last_report, progress)?;
+            if !self.step_done(now, &mut last_report, watch)? {
+                break;
+            }
         }
         self.finish();
-        progress(1.0);
         Ok(())
     }
 

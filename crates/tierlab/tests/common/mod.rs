@@ -62,6 +62,7 @@ pub fn workload(threads: Vec<(u32, Placement, Vec<Op>)>, files: Vec<FileSpec>) -
         info: vec![],
         phases: vec![],
         regions: vec![],
+        expected: None,
     }
 }
 
@@ -240,5 +241,6 @@ pub fn forking_process(threads: Vec<(Placement, Program)>, files: Vec<FileSpec>)
         info: vec![],
         phases: vec![],
         regions: vec![],
+        expected: None,
     }
 }

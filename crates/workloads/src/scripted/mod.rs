@@ -58,7 +58,7 @@ use std::sync::Arc;
 
 use tierlab::config::ConfigError;
 use tierlab::workload::{
-    FileSpec, Mark, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+    Expected, FileSpec, Mark, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
 };
 
 use config::PlacementCfg;
@@ -232,6 +232,7 @@ pub fn build(
         processes = 2;
     }
     Ok(Workload {
+        expected: Some(Expected::Accesses(prog.expected_accesses())),
         name: cfg.name.unwrap_or_else(|| "scripted".to_string()),
         work_unit: "accesses".to_string(),
         processes,

@@ -121,3 +121,32 @@ pub(super) struct Program {
     /// Repetitions of the whole step list.
     pub loops: u64,
 }
+
+impl Program {
+    /// Loads and stores every thread makes over the whole run (children included), for the
+    /// progress bar: each step's access phases × their participants × the step's repetitions,
+    /// a fork's children running their phases alone; saturating, as it only scales a bar.
+    pub fn expected_accesses(&self) -> u64 {
+        let alone = |pi: usize| match &self.phases[pi].body {
+            Body::Access(a) => a.count(),
+            _ => 0,
+        };
+        let per_pass = self.steps.iter().fold(0u64, |sum, step| {
+            let once = step.members.iter().fold(0u64, |acc, &pi| {
+                let plan = &self.phases[pi];
+                let threads = plan.participants.iter().filter(|&&p| p).count() as u64;
+                let each = match &plan.body {
+                    Body::Access(a) => a.count(),
+                    Body::Fork { count, child } => {
+                        let child_sum = child.iter().fold(0u64, |s, &c| s.saturating_add(alone(c)));
+                        count.saturating_mul(child_sum)
+                    }
+                    _ => 0,
+                };
+                acc.saturating_add(each.saturating_mul(threads))
+            });
+            sum.saturating_add(once.saturating_mul(step.times))
+        });
+        per_pass.saturating_mul(self.loops)
+    }
+}

@@ -29,7 +29,7 @@ mod tests;
 
 use tierlab::config::ConfigError;
 use tierlab::workload::{
-    FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
+    Expected, FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
 };
 
 pub use config::{Size, XsbenchConfig, DEFAULT_GRIDPOINTS};
@@ -132,6 +132,7 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
     ];
 
     Workload {
+        expected: Some(Expected::Work(cfg.total_lookups())),
         name: "XSBench".into(),
         work_unit: "lookups".into(),
         processes: 1,
