@@ -1,7 +1,9 @@
 """Sweeps: the local path (Python and `tierlab sweep`), resuming, and Ray giving the same
 table as the local path apart from the wall_* columns."""
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -93,6 +95,23 @@ def test_ray_gives_the_local_table(grid: Path, tmp_path: Path):
         q = tmp_path / "ray" / "runs" / p.name
         strip = lambda s: [l for l in s.splitlines() if "wall_second" not in l]  # noqa: E731
         assert strip(p.read_text()) == strip(q.read_text())
+
+
+def test_cli_ray_path_runs_python_on_ray(grid: Path, tmp_path: Path):
+    cli = tierlab_cli()
+    if cli is None:
+        pytest.skip("no tierlab binary (cargo build --release -p tierlab-cli, or $TIERLAB_BIN)")
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"ray cannot be imported: {e}")
+    # `tierlab sweep --ray local` starts its own 2-CPU Ray through `python3 -m tierlab sweep`.
+    env = {**os.environ, "TIERLAB_PYTHON": sys.executable}
+    out = tmp_path / "cli-ray"
+    subprocess.run([cli, "sweep", str(grid), "--out", str(out), "--ray", "local", "-j", "2"],
+                   check=True, env=env)
+    tierlab.sweep(grid, out=tmp_path / "local", jobs=2)
+    assert no_wall(out / "results.csv") == no_wall(tmp_path / "local" / "results.csv")
 
 
 def test_grid_errors_name_the_key(tmp_path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, Mapping, Sequence, Union
@@ -190,6 +191,8 @@ def compare(
 ) -> pd.DataFrame:
     """Run ``a`` and ``b`` (or ``a`` again with ``set``), both with ``both``, at once; the
     headline metrics side by side with the change in percent."""
+    if b is None and not set:
+        warnings.warn("compare: no `b` and no `set`: both runs are the same configuration", stacklevel=2)
     base = set_strings(both, seed)
     after_sets = base + set_strings(set)
     with ThreadPoolExecutor(2) as pool:
