@@ -68,3 +68,38 @@ pub fn write(table: &Table, path: &Path) -> parquet::errors::Result<()> {
     writer.close()?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::Column;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::RowAccessor;
+
+    #[test]
+    fn a_table_reads_back() {
+        let col = |name: &str, values| Column {
+            name: name.into(),
+            values,
+        };
+        let table = Table {
+            columns: vec![
+                col("id", Values::Str(vec!["a".into(), "b,c".into()])),
+                col("n", Values::Int(vec![1, -2])),
+                col("x", Values::Float(vec![0.5, 2.0])),
+                col("on", Values::Bool(vec![true, false])),
+            ],
+            missing: Vec::new(),
+        };
+        let path = std::env::temp_dir().join(format!("tierlab-pq-{}.parquet", std::process::id()));
+        write(&table, &path).unwrap();
+        let reader = SerializedFileReader::try_from(path.as_path()).unwrap();
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 2);
+        let rows: Vec<_> = reader.into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(rows[1].get_string(0).unwrap(), "b,c");
+        assert_eq!(rows[1].get_long(1).unwrap(), -2);
+        assert_eq!(rows[0].get_double(2).unwrap(), 0.5);
+        assert!(rows[0].get_bool(3).unwrap());
+        let _ = std::fs::remove_file(&path);
+    }
+}
