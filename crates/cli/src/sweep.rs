@@ -38,9 +38,10 @@ pub struct SweepArgs {
     /// Runs at once (default: the local cores).
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
-    /// Run each point as a task on this Ray cluster (e.g. `auto`, or `ray://HOST:10001`)
-    /// through the Python package: `python3 -m tierlab sweep` ($TIERLAB_PYTHON overrides
-    /// python3).
+    /// Run each point as a task on Ray through the Python package (`python3 -m tierlab sweep`;
+    /// $TIERLAB_PYTHON overrides python3): `local` starts a Ray here with --jobs CPUs, `auto`
+    /// joins the running one, or `ray://HOST:10001`. Workers read the scenario files at the
+    /// paths the grid gives, so other nodes need the same checkout there.
     #[arg(long, value_name = "ADDRESS")]
     ray: Option<String>,
 }
