@@ -4,6 +4,7 @@ mod compare;
 mod csv_out;
 mod knobs;
 mod reproduce;
+mod sweep;
 mod validate;
 mod watch;
 
@@ -192,6 +193,9 @@ enum Command {
               value_parser = clap::value_parser!(u32).range(64..=65536))]
         trace_buffer_kib: u32,
     },
+    /// Run the cartesian product of knob values and seeds over scenarios (a GRID.toml) on all
+    /// cores or on Ray, and write one row per run as Parquet and CSV.
+    Sweep(sweep::SweepArgs),
 }
 
 fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), String> {
@@ -592,6 +596,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Knobs { markdown } => knobs::run(markdown),
+        Command::Sweep(args) => sweep::run(args),
         Command::Validate {
             scenarios,
             sets,
