@@ -12,7 +12,7 @@ style-src 'unsafe-inline'; img-src data: blob:; font-src data:";
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1150px;\
 color:#222}h1{font-size:1.5em}h2{font-size:1.15em;margin:1.6em 0 .3em}\
-table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.2em .6em;\
+table{border-collapse:collapse;font-size:.9em;white-space:nowrap}td,th{border:1px solid #ccc;padding:.2em .6em;\
 text-align:right}td:first-child,th:first-child{text-align:left}\
 thead th{background:#eef}tbody tr:nth-child(even){background:#f7f7f7}\
 .note{color:#555;font-size:.9em}nav a{margin-right:1em;font-size:.9em}.top{display:flex;flex-wrap:wrap;gap:0 2.5em;align-items:flex-start}\
