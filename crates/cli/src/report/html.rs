@@ -116,7 +116,9 @@ mod tests {
     fn inlines_plotly_without_mathjax() {
         let js = plotly_js();
         assert!(js.contains("plotly.js v"), "plotly.js is embedded");
-        assert!(!js.contains("MathJax"), "MathJax is left out");
+        // plotly.js names MathJax itself; MathJax's own SVG font code is what must be absent.
+        assert!(!js.contains("SVGFontData"), "MathJax is left out");
+        assert_eq!(js.matches("<script").count(), 1, "one script element");
         assert!(
             !js.contains("<script src"),
             "nothing is loaded from elsewhere"
