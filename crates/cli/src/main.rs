@@ -91,7 +91,8 @@ enum Command {
     /// hint-fault rates, TLB shootdowns per CPU as a heatmap, phase timings; with several
     /// runs, a compare table (change against the first) and the plots overlaid.
     Report {
-        /// Run JSON file(s) from `tierlab run --json FILE`; the first is the baseline.
+        /// Run JSON file(s) from `tierlab run --json FILE` (or `compare --json`, counted as its
+        /// runs); the first run is the baseline.
         #[arg(required = true, num_args = 1..)]
         runs: Vec<PathBuf>,
         /// The HTML file to write.

@@ -40,13 +40,36 @@ pub struct Run {
     pub phases: Vec<Phase>,
 }
 
-/// Read and check one run JSON; errors name the file and what is wrong.
-pub fn load(path: &Path) -> Result<Run, String> {
+/// Read and check one run JSON, or the runs of a `tierlab compare --json` file (an object
+/// of runs, such as `before` and `after`); errors name the file and what is wrong.
+pub fn load(path: &Path) -> Result<Vec<Run>, String> {
     let name = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
     let doc: Value =
         serde_json::from_str(&text).map_err(|e| format!("{name}: not valid JSON: {e}"))?;
-    parse(doc, path).map_err(|e| format!("{name}: not a `tierlab run --json` result: {e}"))
+    let not_run = |e: String| format!("{name}: not a `tierlab run --json` result: {e}");
+    let Some(runs) = compared_runs(&doc) else {
+        return parse(doc, path).map(|r| vec![r]).map_err(not_run);
+    };
+    let stem = path.file_stem().map_or("".into(), |s| s.to_string_lossy());
+    runs.into_iter()
+        .map(|(label, run)| {
+            let mut r = parse(run, path).map_err(|e| not_run(format!("`{label}`: {e}")))?;
+            r.label = format!("{stem}:{label}");
+            Ok(r)
+        })
+        .collect()
+}
+
+/// A compare file's runs: every top-level object that has a `timeline`, in order.
+fn compared_runs(doc: &Value) -> Option<Vec<(String, Value)>> {
+    let obj = doc.as_object().filter(|o| !o.contains_key("timeline"))?;
+    let runs: Vec<(String, Value)> = obj
+        .iter()
+        .filter(|(_, v)| v.get("timeline").is_some())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!runs.is_empty()).then_some(runs)
 }
 
 fn parse(doc: Value, path: &Path) -> Result<Run, String> {
@@ -203,6 +226,16 @@ mod tests {
         assert!(e(serde_json::json!({"nodes": []})).contains("no `timeline`"));
         let bad = serde_json::json!({"nodes": [{"name": "a"}], "timeline": [{"t_ms": "x"}]});
         assert!(e(bad).contains("timeline[0]: `t_ms` is not a number"));
+    }
+
+    #[test]
+    fn a_compare_file_gives_its_runs_in_order() {
+        let run = serde_json::json!({"nodes": [], "timeline": []});
+        let doc = serde_json::json!({"before": run, "after": run, "table": []});
+        let runs = compared_runs(&doc).expect("two runs");
+        let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["before", "after"]);
+        assert!(compared_runs(&run).is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `tierlab report RUN.json [MORE.json ...] -o OUT.html`: one self-contained HTML page with
 //! the runs' timelines plotted (Plotly, inlined) and, for several runs, a compare table.
+//! A `tierlab compare --json` file counts as its runs.
 
 mod html;
 mod load;
@@ -14,10 +15,10 @@ pub fn run(inputs: &[PathBuf], out: &Path) -> Result<(), String> {
     if inputs.is_empty() {
         return Err("report: give at least one run JSON (from `tierlab run --json FILE`)".into());
     }
-    let mut runs = inputs
-        .iter()
-        .map(|p| load::load(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut runs = Vec::new();
+    for path in inputs {
+        runs.extend(load::load(path)?);
+    }
     load::distinct_labels(&mut runs);
     let mut figures = plots::all(&runs);
     for f in &mut figures {
