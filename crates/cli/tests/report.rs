@@ -159,6 +159,7 @@ fn report_renders_in_chromium_without_console_errors() {
 
     let Some(chrome) = chromium() else {
         eprintln!("skipped the browser check: no chromium on the PATH (apt-get install chromium)");
+        let _ = std::fs::remove_dir_all(&dir);
         return;
     };
 
