@@ -3,6 +3,7 @@
 mod compare;
 mod csv_out;
 mod knobs;
+mod report;
 mod reproduce;
 mod sweep;
 mod validate;
@@ -102,6 +103,19 @@ enum Command {
         /// Overrides applied to every run, e.g. --set workload.particles=100000 for a shorter run.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
+    },
+    /// Write one self-contained HTML page (plotly.js inlined, nothing fetched) plotting runs
+    /// saved with `run --json`: residency per node and per region, promotion, demotion and
+    /// hint-fault rates, TLB shootdowns per CPU as a heatmap, phase timings; with several
+    /// runs, a compare table (change against the first) and the plots overlaid.
+    Report {
+        /// Run JSON file(s) from `tierlab run --json FILE` (or `compare --json`, counted as its
+        /// runs); the first run is the baseline.
+        #[arg(required = true, num_args = 1..)]
+        runs: Vec<PathBuf>,
+        /// The HTML file to write.
+        #[arg(short, long, value_name = "OUT.html")]
+        output: PathBuf,
     },
     /// Measure simulator speed (simulated accesses per wall second) on a scenario.
     Bench {
@@ -597,6 +611,7 @@ fn main() -> ExitCode {
         },
         Command::Knobs { markdown } => knobs::run(markdown),
         Command::Sweep(args) => sweep::run(args),
+        Command::Report { runs, output } => report::run(&runs, &output),
         Command::Validate {
             scenarios,
             sets,

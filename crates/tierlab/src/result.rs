@@ -202,6 +202,8 @@ pub struct TimelinePoint {
     /// The TIMELINE_VM counters.
     pub vm: CounterMap,
     pub tlb_shootdowns: u64,
+    /// The `TLB` row of /proc/interrupts so far, per CPU.
+    pub tlb_per_cpu: Vec<u64>,
     pub dtlb_load_misses: u64,
     pub nodes: Vec<NodeSample>,
     /// Per watched region: resident pages per node (absent when the workload names none).
@@ -222,6 +224,7 @@ impl Serialize for TimelinePoint {
             m.serialize_entry(k, v)?;
         }
         m.serialize_entry("tlb_shootdowns", &self.tlb_shootdowns)?;
+        m.serialize_entry("tlb_per_cpu", &self.tlb_per_cpu)?;
         m.serialize_entry("dTLB-load-misses", &self.dtlb_load_misses)?;
         m.serialize_entry("nodes", &self.nodes)?;
         if let Some(regions) = &self.regions {
@@ -507,6 +510,7 @@ fn timeline(sim: &Sim) -> Vec<TimelinePoint> {
             work: s.work,
             vm: CounterMap::named(&names, &s.vm),
             tlb_shootdowns: s.tlb_shootdowns,
+            tlb_per_cpu: s.tlb_per_cpu.clone(),
             dtlb_load_misses: s.dtlb_load_misses,
             nodes: s
                 .nodes

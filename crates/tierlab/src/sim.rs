@@ -50,6 +50,8 @@ pub struct Sample {
     /// The TIMELINE_VM counters, cumulative.
     pub vm: Vec<u64>,
     pub tlb_shootdowns: u64,
+    /// TLB shootdown interrupts per CPU so far (the heatmap in `tierlab report`).
+    pub tlb_per_cpu: Vec<u64>,
     pub dtlb_load_misses: u64,
     /// Per workload region: resident pages per node.
     pub regions: Vec<Vec<u64>>,
@@ -415,6 +417,7 @@ impl Sim {
             work: self.k.sched.threads.iter().map(|t| t.work).sum(),
             vm: TIMELINE_VM.iter().map(|&v| self.k.vm.get(v)).collect(),
             tlb_shootdowns: tlb,
+            tlb_per_cpu: self.hw.cpus.iter().map(|c| c.irq.tlb).collect(),
             dtlb_load_misses: dtlb,
             regions,
             run_time: self.k.sched.threads.iter().map(|t| t.runtime).collect(),
