@@ -83,6 +83,21 @@ impl Tables {
     }
 }
 
+impl Tables {
+    /// The mean number of loads and fetches of one lookup (`emit`): the code fetch, the
+    /// binary search's probes (about log2 of the unionized grid), the `num_nucs` load, and
+    /// five loads per nuclide of the material, weighted by `pick_mat`'s probabilities. An
+    /// estimate (the probe count varies by one), for the progress bar only.
+    pub fn mean_accesses_per_lookup(&self) -> f64 {
+        let probes = ((self.n_unionized.max(2) - 1) as f64).log2().ceil();
+        let per_material: f64 = (self.mat_range.iter())
+            .zip(super::materials::pick_mat_probabilities())
+            .map(|(&(a, b), p)| p * 5.0 * (b - a) as f64)
+            .sum();
+        1.0 + probes + 1.0 + per_material
+    }
+}
+
 /// One thread's lookups: the tables and the thread's own random numbers.
 pub(super) struct Lookups {
     t: Tables,

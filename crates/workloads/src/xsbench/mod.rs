@@ -85,7 +85,10 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
     let p = cfg.particles;
     let lpp = cfg.lookups_per_particle as u64;
 
-    let threads = (0..cfg.threads)
+    // The progress bar's denominator: the initialisation's stores and the lookups' loads.
+    let per_lookup = tables.mean_accesses_per_lookup();
+    let mut expected = 0.0f64;
+    let threads: Vec<ThreadSpec> = (0..cfg.threads)
         .map(|t| {
             let t64 = t as u64;
             let mut segs = if t == 0 {
@@ -103,6 +106,10 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
             });
             segs.push(Seg::Op(Op::Mark(Mark::RoiEnd)));
             segs.push(Seg::Op(Op::Exit));
+            expected += segs
+                .iter()
+                .map(|s| s.expected_accesses(per_lookup))
+                .sum::<f64>();
             let lookups = Lookups::new(tables.clone(), cfg.seed, t64);
             ThreadSpec {
                 process: 0,
@@ -132,7 +139,7 @@ pub fn build(cfg: &XsbenchConfig) -> Workload {
     ];
 
     Workload {
-        expected: Some(Expected::Work(cfg.total_lookups())),
+        expected: Some(Expected::Accesses(expected as u64)),
         name: "XSBench".into(),
         work_unit: "lookups".into(),
         processes: 1,

@@ -27,6 +27,18 @@ pub(super) enum Seg {
     },
 }
 
+impl Seg {
+    /// The loads, stores and fetches this segment makes, `per_lookup` for each lookup.
+    pub fn expected_accesses(&self, per_lookup: f64) -> f64 {
+        match self {
+            Seg::Op(Op::Load(_) | Op::Store(_) | Op::IFetch(_)) => 1.0,
+            Seg::Op(_) | Seg::Compute { .. } => 0.0,
+            Seg::Touch { pages, .. } => *pages as f64,
+            Seg::Lookups { count } => *count as f64 * per_lookup,
+        }
+    }
+}
+
 /// Ops emitted per `refill` (at least; the current lookup is finished).
 pub(super) const CHUNK: usize = 1024;
 
