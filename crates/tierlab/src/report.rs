@@ -10,6 +10,14 @@ impl RunResult {
     pub fn summary_text(&self) -> String {
         let mut s = String::new();
         let w = &self.workload;
+        if self.truncated_by_max_seconds {
+            let _ = writeln!(
+                s,
+                "\n NOTE: stopped by sim.max_seconds at {:.3} s simulated: the workload did not \
+                 finish, and every figure below covers only that part of it.",
+                self.sim_seconds
+            );
+        }
         let _ = writeln!(
             s,
             "\n Performance counter stats for '{}' on '{}' ({} CPUs, simulated):\n",

@@ -302,6 +302,10 @@ pub struct RunResult {
     /// The NUMA scanner's events (`sim.trace_numa_scan`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub numa_scan_trace: Vec<crate::mm::numa_scan_trace::NumaScanEvent>,
+    /// The run stopped at `sim.max_seconds` with threads still running (absent when false,
+    /// so complete runs' JSON is unchanged).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated_by_max_seconds: bool,
 }
 
 impl RunResult {
@@ -376,6 +380,8 @@ impl RunResult {
             },
             frame_bytes: std::mem::size_of::<crate::mm::page::Page>(),
             numa_scan_trace: k.numa_scan_trace.clone().unwrap_or_default(),
+            // A run only ends with live threads when max_seconds stopped it.
+            truncated_by_max_seconds: sim.max_cycles > 0 && k.sched.live_threads > 0,
         }
     }
 
