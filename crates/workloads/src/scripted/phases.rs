@@ -192,16 +192,24 @@ pub(super) fn plan(
             PhaseCfg::Sleep(c) => {
                 let ms =
                     c.ms.ok_or_else(|| at.err("ms", "a `sleep` phase needs ms"))?;
-                if !(ms >= 0.0 && ms.is_finite()) {
-                    return Err(at.err("ms", format!("must be >= 0, got {ms}")));
+                if !(0.0..=MAX_DURATION_MS).contains(&ms) {
+                    return Err(at.err(
+                        "ms",
+                        format!("{ms} is out of range ([0, {MAX_DURATION_MS}] ms)"),
+                    ));
                 }
                 Body::Op(Op::Sleep((ms * 1e6).round() as u64))
             }
             PhaseCfg::Barrier(_) => Body::Nothing,
             PhaseCfg::Fork(c) => {
                 let count = c.count.unwrap_or(1);
-                if count == 0 {
-                    return Err(at.err("count", "must be at least 1"));
+                // The kernel cannot hold more tasks than PID_MAX_LIMIT (4M on 64-bit,
+                // include/linux/threads.h), so neither can one fork phase.
+                if !(1..=PID_MAX_LIMIT).contains(&count) {
+                    return Err(at.err(
+                        "count",
+                        format!("{count} is out of range (1..={PID_MAX_LIMIT}, PID_MAX_LIMIT)"),
+                    ));
                 }
                 // `child` may name later phases: `children` fills it once every name is known.
                 Body::Fork {
@@ -475,6 +483,13 @@ fn touch_order(
     })
 }
 
+/// The longest sleep or phase: sim.max_seconds' ceiling (1e6 s), so that sums of durations
+/// in cycles stay far from u64's end.
+pub const MAX_DURATION_MS: f64 = 1e9;
+
+/// include/linux/threads.h PID_MAX_LIMIT on 64-bit: 4 * 1024 * 1024 tasks.
+pub const PID_MAX_LIMIT: u64 = 4 * 1024 * 1024;
+
 /// A random phase's access count and page distribution over `pages` pages.
 fn random_pattern(c: &RandomCfg, pages: u64, at: &At) -> Result<Pattern, ConfigError> {
     let count = match (c.count, c.duration_ms) {
@@ -486,8 +501,11 @@ fn random_pattern(c: &RandomCfg, pages: u64, at: &At) -> Result<Pattern, ConfigE
                     "duration_ms needs rate_per_s (the access count is duration × rate)",
                 ));
             };
-            if !(d >= 0.0 && d.is_finite()) {
-                return Err(at.err("duration_ms", format!("must be >= 0, got {d}")));
+            if !(0.0..=MAX_DURATION_MS).contains(&d) {
+                return Err(at.err(
+                    "duration_ms",
+                    format!("{d} is out of range ([0, {MAX_DURATION_MS}] ms)"),
+                ));
             }
             (d * 1e-3 * r).round() as u64
         }

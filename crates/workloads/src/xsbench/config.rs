@@ -152,9 +152,7 @@ impl XsbenchConfig {
         if !(t.scale > 0.0 && t.scale <= 100.0) {
             return Err(bad("scale", format!("{} must be in (0, 100]", t.scale)));
         }
-        if t.threads == 0 {
-            return Err(bad("threads", "must be ≥ 1".into()));
-        }
+        crate::limits::check_threads(t.threads).map_err(|m| bad("threads", m))?;
         if t.lookups_per_particle == 0 {
             return Err(bad("lookups_per_particle", "must be ≥ 1".into()));
         }

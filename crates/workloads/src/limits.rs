@@ -1,0 +1,14 @@
+//! Bounds the workload tables share.
+
+/// Most threads one workload may start: each holds a stream and a task in host memory, and
+/// 65,536 is 256 per CPU on the largest machine tierlab models (256 CPUs).
+pub const MAX_THREADS: u32 = 65_536;
+
+/// `Err` naming the range when `threads` is outside 1..=MAX_THREADS.
+pub fn check_threads(threads: u32) -> Result<(), String> {
+    if (1..=MAX_THREADS).contains(&threads) {
+        Ok(())
+    } else {
+        Err(format!("{threads} is out of range (1..={MAX_THREADS})"))
+    }
+}
