@@ -2,6 +2,7 @@
 
 mod compare;
 mod knobs;
+mod preflight;
 mod reproduce;
 mod validate;
 
@@ -45,6 +46,9 @@ enum Command {
         /// Print only errors (no summary, no progress bar).
         #[arg(long, short)]
         quiet: bool,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// Run a scenario twice — as given, and with --set overrides (or a second scenario file) —
     /// and print a before/after table with changes in percent.
@@ -71,6 +75,9 @@ enum Command {
         /// Write both results and the table as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// Rerun a seed's experiment and print the simulated changes beside the published ones.
     ///
@@ -92,8 +99,12 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
         /// Repetitions; the best is reported.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// List every config knob: key, default, allowed range, the kernel file it mirrors, and what
     /// it does.
@@ -178,17 +189,32 @@ enum Command {
 }
 
 fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), String> {
-    match scenario {
+    let (cfg, origin) = match scenario {
         Some(p) => Config::load(p, sets)
             .map(|c| (c, p.display().to_string()))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())?,
         None => {
             let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
             Config::from_str_with(DEFAULT_SCENARIO, "built-in xsbench.toml", Some(&base), sets)
                 .map(|c| (c, "built-in xsbench.toml".to_string()))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?
         }
-    }
+    };
+    // Plan the workload now (streams are lazy, so this is cheap) so that a `[workload]`
+    // error a `--set` caused is blamed on that `--set`, not on the file.
+    workloads::build(&cfg, &origin).map_err(|e| tierlab::config::blame_set(e, sets).to_string())?;
+    Ok((cfg, origin))
+}
+
+/// `load`, then refuse a run the host cannot hold or (without `yes`) a very large one.
+fn load_checked(
+    scenario: Option<&Path>,
+    sets: &[String],
+    yes: bool,
+) -> Result<(Config, String), String> {
+    let (cfg, origin) = load(scenario, sets)?;
+    preflight::check(&cfg, &origin, yes)?;
+    Ok((cfg, origin))
 }
 
 fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
@@ -216,8 +242,9 @@ fn run(
     sets: Vec<String>,
     json: Option<PathBuf>,
     quiet: bool,
+    yes: bool,
 ) -> Result<(), String> {
-    let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+    let (cfg, origin) = load_checked(scenario.as_deref(), &sets, yes)?;
     let result = simulate(cfg, &origin, !quiet)?;
     if !quiet {
         print!("{}", result.summary_text());
@@ -242,11 +269,16 @@ fn run(
     Ok(())
 }
 
-fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Result<(), String> {
+fn bench(
+    scenario: Option<PathBuf>,
+    mut sets: Vec<String>,
+    repeat: u32,
+    yes: bool,
+) -> Result<(), String> {
     sets.push("sim.check=\"off\"".into());
     let mut best = 0.0f64;
     for i in 0..repeat.max(1) {
-        let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+        let (cfg, origin) = load_checked(scenario.as_deref(), &sets, yes)?;
         debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
         let result = simulate(cfg, &origin, false)?;
         let (acc, wall) = (result.accesses, result.wall_seconds);
@@ -276,16 +308,17 @@ fn compare_cmd(
     sets: Vec<String>,
     both: Vec<String>,
     json: Option<PathBuf>,
+    yes: bool,
 ) -> Result<(), String> {
-    let (before, origin) = load(Some(&scenario), &both)?;
+    let (before, origin) = load_checked(Some(&scenario), &both, yes)?;
     let (after, after_origin, label) = match &other {
         Some(o) => {
-            let (c, origin) = load(Some(o), &both)?;
+            let (c, origin) = load_checked(Some(o), &both, yes)?;
             (c, origin, "after".to_string())
         }
         None => {
             let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-            let (c, origin) = load(Some(&scenario), &all)?;
+            let (c, origin) = load_checked(Some(&scenario), &all, yes)?;
             (c, origin, "after".to_string())
         }
     };
@@ -382,12 +415,17 @@ fn validate_cmd(
     Ok(())
 }
 
-fn variants_cmd(scenario: PathBuf, both: Vec<String>, specs: Vec<String>) -> Result<(), String> {
+fn variants_cmd(
+    scenario: PathBuf,
+    both: Vec<String>,
+    specs: Vec<String>,
+    yes: bool,
+) -> Result<(), String> {
     let mut variants = Vec::new();
     for spec in &specs {
         let (label, sets) = parse_variant(spec)?;
         let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-        let (cfg, origin) = load(Some(&scenario), &all)?;
+        let (cfg, origin) = load_checked(Some(&scenario), &all, yes)?;
         println!("{label}: {}", sets.join(" "));
         variants.push(compare::Variant { label, cfg, origin });
     }
@@ -410,12 +448,14 @@ fn main() -> ExitCode {
             sets,
             json,
             quiet,
-        } => run(scenario, sets, json, quiet),
+            yes,
+        } => run(scenario, sets, json, quiet, yes),
         Command::Bench {
             scenario,
             sets,
             repeat,
-        } => bench(scenario, sets, repeat),
+            yes,
+        } => bench(scenario, sets, repeat, yes),
         Command::Compare {
             scenario,
             other,
@@ -424,15 +464,16 @@ fn main() -> ExitCode {
             variants,
             policies,
             json,
+            yes,
         } => {
             if policies || !variants.is_empty() {
                 let mut v = variants;
                 if policies {
                     v.extend(policy_variants());
                 }
-                variants_cmd(scenario, both, v)
+                variants_cmd(scenario, both, v, yes)
             } else {
-                compare_cmd(scenario, other, sets, both, json)
+                compare_cmd(scenario, other, sets, both, json, yes)
             }
         }
         Command::Reproduce { name, list, sets } => match name {
