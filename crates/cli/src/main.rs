@@ -213,7 +213,7 @@ fn load_checked(
     yes: bool,
 ) -> Result<(Config, String), String> {
     let (cfg, origin) = load(scenario, sets)?;
-    preflight::check(&cfg, &origin, yes)?;
+    preflight::check(&cfg, &origin, sets, yes)?;
     Ok((cfg, origin))
 }
 

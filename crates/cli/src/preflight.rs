@@ -4,6 +4,7 @@
 //! `sim.max_seconds` bounds it, so a mistyped count fails in a second instead of running for
 //! hours. Every shipped scenario, and `tierlab run` with no arguments, is far below them.
 
+use tierlab::config::ConfigError;
 use tierlab::Config;
 
 /// Accesses a run may make unprompted: the largest shipped scenario (xsbench-tiered) is
@@ -50,17 +51,17 @@ fn gib(b: f64) -> String {
 }
 
 /// Refuse a run the host cannot hold, or (without `yes`) one above the thresholds.
-pub fn check(cfg: &Config, origin: &str, yes: bool) -> Result<(), String> {
+pub fn check(cfg: &Config, origin: &str, sets: &[String], yes: bool) -> Result<(), String> {
     let need = host_bytes(cfg);
     let (avail, source) = match host_available() {
         Some(a) => (a, "MemAvailable in /proc/meminfo"),
         None => (FALLBACK_HOST_BYTES, "assumed: /proc/meminfo unreadable"),
     };
     if need > avail {
-        return Err(format!(
-            "{origin}: key `machine.nodes`: the frame table and page tables of {} MiB of \
-             simulated memory need about {} of host memory ({} bytes per 4 KiB frame), more than \
-             the {} this host has free ({source}); shrink capacity_mib",
+        let msg = format!(
+            "the frame table and page tables of {} MiB of simulated memory need about {} of \
+             host memory ({} bytes per 4 KiB frame), more than the {} this host has free \
+             ({source}); shrink capacity_mib",
             cfg.machine
                 .nodes
                 .iter()
@@ -69,7 +70,9 @@ pub fn check(cfg: &Config, origin: &str, yes: bool) -> Result<(), String> {
             gib(need),
             HOST_BYTES_PER_FRAME,
             gib(avail)
-        ));
+        );
+        let e = ConfigError::key(origin, "machine.nodes", msg);
+        return Err(tierlab::config::blame_set(e, sets).to_string());
     }
     let est = workloads::estimate::estimate(cfg);
     let samples = est.sim_seconds * 1e3 / cfg.sim.timeline_interval_ms;

@@ -320,13 +320,13 @@ impl Config {
         let mut preset_file = None;
         if let Some(toml::Value::String(preset)) = table.get("machine_preset").cloned() {
             let ppath = base_dir.unwrap_or(Path::new(".")).join(&preset);
-            let mut ptable =
-                read_table(&ppath).map_err(|e| ConfigError::key(origin, "machine_preset", e))?;
+            let mut ptable = read_table(&ppath)
+                .map_err(|e| blame_set(ConfigError::key(origin, "machine_preset", e), sets))?;
             let pmachine = match ptable.remove("machine") {
                 Some(toml::Value::Table(t)) => t,
                 _ => {
                     return Err(ConfigError::msg(format!(
-                        "{}: a machine preset needs a [machine] table",
+                        "{} (machine_preset of {origin}): a machine preset needs a [machine] table",
                         ppath.display()
                     )))
                 }
@@ -398,19 +398,35 @@ fn blame_preset(e: ConfigError, preset: &str, own: &toml::Table, origin: &str) -
     e.in_preset(&format!("{preset} (machine_preset of {origin})"))
 }
 
-/// A key error whose key the last matching `--set` wrote (or lies inside what it wrote) is
-/// that `--set`'s fault, not the file's.
+/// A key error whose key the last matching `--set` wrote (or lies inside what it wrote, or
+/// holds what it wrote, or shares its table with it) is that `--set`'s fault, not the file's.
 pub fn blame_set(e: ConfigError, sets: &[String]) -> ConfigError {
     let Some(key) = e.key_name().map(str::to_string) else {
         return e;
     };
-    let culprit = sets.iter().rev().find(|s| {
-        let Some((k, _)) = s.split_once('=') else {
-            return false;
-        };
-        let k = set_key(k);
-        key == k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
-    });
+    let inside = |outer: &str, inner: &str| {
+        inner == outer
+            || inner.starts_with(&format!("{outer}."))
+            || inner.starts_with(&format!("{outer}["))
+    };
+    // The table holding a key: a rule between keys of one table (dtlb_entries and
+    // dtlb_ways, scan_period_min and _max) is broken by a --set of either.
+    let parent = |k: &str| k.rsplit_once('.').map(|(p, _)| p.to_string());
+    let keys: Vec<(String, &String)> = sets
+        .iter()
+        .filter_map(|s| Some((set_key(s.split_once('=')?.0), s)))
+        .collect();
+    let culprit = keys
+        .iter()
+        .rev()
+        .find(|(k, _)| inside(k, &key) || inside(&key, k))
+        .or_else(|| {
+            let p = parent(&key)?;
+            keys.iter()
+                .rev()
+                .find(|(k, _)| parent(k).as_deref() == Some(&p))
+        })
+        .map(|(_, s)| *s);
     match culprit {
         Some(s) => e.blamed_on_set(s),
         None => e,
