@@ -218,6 +218,7 @@ fn load_checked(
 }
 
 fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
+    let min_free = cfg.vm.min_free_kbytes;
     let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
     let bar = if show_progress {
@@ -234,7 +235,16 @@ fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult,
         bar.set_position((f * 1000.0) as u64);
     });
     bar.finish_and_clear();
-    result.map_err(|e| format!("{origin}: simulation stopped: {e}"))
+    result.map_err(|e| {
+        let mut msg = format!("{origin}: simulation stopped: {e}");
+        // A large reserve is the usual cause of an OOM a config alone brings about.
+        if min_free > 0 && msg.contains("out of memory") {
+            msg += &format!(
+                " (vm.min_free_kbytes = {min_free} holds that much back as the min watermark)"
+            );
+        }
+        msg
+    })
 }
 
 fn run(

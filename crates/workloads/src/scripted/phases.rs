@@ -205,7 +205,10 @@ pub(super) fn plan(
                 let count = c.count.unwrap_or(1);
                 // The kernel cannot hold more tasks than PID_MAX_LIMIT (4M on 64-bit,
                 // include/linux/threads.h), so neither can one fork phase.
-                if !(1..=PID_MAX_LIMIT).contains(&count) {
+                if count == 0 {
+                    return Err(at.err("count", "must be at least 1"));
+                }
+                if count > PID_MAX_LIMIT {
                     return Err(at.err(
                         "count",
                         format!("{count} is out of range (1..={PID_MAX_LIMIT}, PID_MAX_LIMIT)"),

@@ -86,7 +86,9 @@ impl XsbenchConfig {
         (g.round() as u64).max(2)
     }
     pub fn total_lookups(&self) -> u64 {
-        self.particles * self.lookups_per_particle as u64
+        // Saturating: particles is any TOML integer, and --yes lets a huge run start.
+        self.particles
+            .saturating_mul(self.lookups_per_particle as u64)
     }
 }
 
