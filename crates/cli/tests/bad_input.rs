@@ -18,7 +18,8 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Run tierlab with `args`; kill it after LIMIT. Returns (exit code, stderr).
+/// Run tierlab with `args`; kill it after LIMIT. Returns (exit code, stderr): no code when a
+/// signal ended it or it was killed for running too long.
 fn run(args: &[String]) -> (Option<i32>, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tierlab"))
         .args(args)
@@ -41,7 +42,11 @@ fn run(args: &[String]) -> (Option<i32>, String) {
         if start.elapsed() > LIMIT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("tierlab {args:?} still running after {LIMIT:?}");
+            let err = reader.join().unwrap_or_default();
+            return (
+                None,
+                format!("still running after {LIMIT:?}, killed; {err}"),
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -410,6 +415,11 @@ fn rows(dir: &Path) -> Vec<Row> {
         cli(
             &["run", "scenarios/no-such-file.toml"],
             &["no-such-file.toml", "cannot read"],
+        ),
+        // Below the machine's memory but above what the workload leaves: the OOM names it.
+        cli(
+            &["run", XS, "--quiet", "--set", "vm.min_free_kbytes=1000000"],
+            &[XS, "out of memory", "vm.min_free_kbytes"],
         ),
         cli(
             &["run", "/dev/zero", "--quiet"],
