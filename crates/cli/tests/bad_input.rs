@@ -335,6 +335,17 @@ fn rows(dir: &Path) -> Vec<Row> {
         set("cost.migrate_copy_gbps=inf", "cost.migrate_copy_gbps"),
         set("cost.stlb_hit_cycles=-1", "cost.stlb_hit_cycles"),
         set("cost.free_lunch_cycles=0", "cost.free_lunch_cycles"),
+        set(
+            "cost.anon_fault_cycles=4294967295",
+            "cost.anon_fault_cycles",
+        ),
+        set(
+            "cost.file_major_fault_ns=4294967295",
+            "cost.file_major_fault_ns",
+        ),
+        set("workload.compute_cycles_per_nuclide=4294967295", "--yes"),
+        set_on(HOT, "workload.phases.2.gap_cycles=4294967295", "--yes"),
+        set_on(HOT, "workload.loops=1000000000000", "--yes"),
         // --- [workload], XSBench ---
         set("workload.type=\"nope\"", "workload.type"),
         set("workload.particles=1000000000000", "--yes"),
@@ -541,7 +552,7 @@ fn every_bad_input_ends_quickly_with_an_error_naming_the_key() {
     let dir = std::env::temp_dir().join(format!("tierlab-bad-input-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let rows = rows(&dir);
-    assert!(rows.len() >= 150, "{} rows", rows.len());
+    assert!(rows.len() >= 160, "{} rows", rows.len());
     let mut failures = Vec::new();
     for row in &rows {
         let (code, err) = run(&row.args);

@@ -25,6 +25,8 @@ const XSBENCH_ACCESSES_PER_ISOTOPE_LOOKUP: f64 = 0.85;
 /// (sleeps, timed phases, compiles) add on top of the accesses' own time.
 fn accesses_and_seconds(cfg: &Config) -> (f64, f64) {
     let w = &cfg.workload;
+    // Cycles per simulated second.
+    let ghz = cfg.machine.cpu_ghz.max(0.1) * 1e9;
     let num = |t: &toml::Table, k: &str| -> Option<f64> {
         match t.get(k)? {
             toml::Value::Integer(i) => Some(*i as f64),
@@ -42,17 +44,20 @@ fn accesses_and_seconds(cfg: &Config) -> (f64, f64) {
             let grid = num(w, "gridpoints").unwrap_or(11_303.0) * num(w, "scale").unwrap_or(1.0);
             // Initialisation writes every grid page once; lookups read per isotope.
             let init = grid * isotopes * 48.0 / 4096.0;
-            (
-                init + lookups * isotopes * XSBENCH_ACCESSES_PER_ISOTOPE_LOOKUP,
-                0.0,
-            )
+            let reads = lookups * isotopes * XSBENCH_ACCESSES_PER_ISOTOPE_LOOKUP;
+            // Compute charged per nuclide read and per page initialised, spread over threads.
+            let cycles = reads * num(w, "compute_cycles_per_nuclide").unwrap_or(20.0)
+                + init * num(w, "init_cycles_per_page").unwrap_or(3_000.0);
+            let threads = num(w, "threads").unwrap_or(16.0).max(1.0);
+            (init + reads, cycles / ghz / threads)
         }
         "cache" => {
             let requests = num(w, "requests").unwrap_or(1e6);
             let threads = num(w, "threads").unwrap_or(1.0);
             let per = num(w, "anon_reads_per_request").unwrap_or(8.0)
                 + num(w, "file_reads_per_request").unwrap_or(8.0);
-            (requests * threads * per, 0.0)
+            let compute = num(w, "compute_cycles_per_request").unwrap_or(0.0);
+            (requests * threads * per, requests * compute / ghz)
         }
         "socket_pairs" => {
             let msgs = num(w, "messages").unwrap_or(0.0) * num(w, "pairs").unwrap_or(1.0);
@@ -67,13 +72,13 @@ fn accesses_and_seconds(cfg: &Config) -> (f64, f64) {
             let par = num(w, "jobs").unwrap_or(1.0).max(1.0);
             (compiles * faults, compiles * ms / 1e3 / par)
         }
-        "scripted" => scripted(cfg, &num),
+        "scripted" => scripted(cfg, &num, ghz),
         _ => (0.0, 0.0),
     }
 }
 
 /// A scripted workload: every phase's accesses times the threads running it, over its loops.
-fn scripted(cfg: &Config, num: &dyn Fn(&toml::Table, &str) -> Option<f64>) -> (f64, f64) {
+fn scripted(cfg: &Config, num: &dyn Fn(&toml::Table, &str) -> Option<f64>, ghz: f64) -> (f64, f64) {
     let w = &cfg.workload;
     let threads = num(w, "threads").unwrap_or(1.0);
     let loops = num(w, "loops").unwrap_or(1.0).max(1.0);
@@ -104,6 +109,8 @@ fn scripted(cfg: &Config, num: &dyn Fn(&toml::Table, &str) -> Option<f64>) -> (f
                 });
                 acc += count * n;
                 secs += num(p, "duration_ms").unwrap_or(0.0) / 1e3;
+                // A thread's accesses run one after another, each after its gap.
+                secs += count * num(p, "gap_cycles").unwrap_or(0.0) / ghz;
             }
             "stream" => {
                 let stride = num(p, "stride_bytes").unwrap_or(64.0).max(1.0);

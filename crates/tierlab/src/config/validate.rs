@@ -254,8 +254,31 @@ impl Config {
                 return Err(ConfigError::key(
                     origin,
                     format!("cost.{key}"),
-                    format!("{v} is out of range ({range})"),
+                    format!("{} is out of range ({range})", super::knob::real_text(v)),
                 ));
+            }
+        }
+        // Cycle counts: the dearest operation charged (execve) is 1e5 cycles; 1e8 (45 ms at
+        // 2.2 GHz) is above any kernel path, and keeps a run's simulated time bounded.
+        if let Ok(toml::Value::Table(t)) = toml::Value::try_from(c) {
+            for (key, v) in &t {
+                let max = if key.ends_with("_cycles") {
+                    1e8
+                } else if key.ends_with("_ns") {
+                    // A major fault's I/O: 80 µs on NVMe, 10 ms on a disk; 1 s is a failure.
+                    1e9
+                } else {
+                    continue;
+                };
+                if let Some(n) = v.as_integer().map(|i| i as f64).or(v.as_float()) {
+                    if n > max {
+                        return Err(ConfigError::key(
+                            origin,
+                            format!("cost.{key}"),
+                            format!("{n} is out of range (0..={max:e})"),
+                        ));
+                    }
+                }
             }
         }
         Ok(())
