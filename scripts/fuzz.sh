@@ -32,8 +32,9 @@ seed() {
 for t in "${targets[@]}"; do
   seed "$t"
   echo "== fuzz target $t: ${secs} s"
+  # -a: debug assertions and overflow checks, so a wrapping sum is a crash, not a wrong result.
   # -rss_limit_mb: any input that makes tierlab hold 2 GiB is a finding (no config may).
   # -timeout: one input taking 10 s is a hang.
-  cargo +nightly fuzz run "$t" "corpus/$t" -O -- \
+  cargo +nightly fuzz run "$t" "corpus/$t" -O -a -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1
 done

@@ -97,7 +97,7 @@ pub fn check(cfg: &Config, origin: &str, sets: &[String], yes: bool) -> Result<(
     }
     if need > MAX_HOST_BYTES {
         over.push(format!(
-            "~{} of host memory for frames and page tables (limit {})",
+            "~{} of host memory for the frames and page tables of `machine.nodes` (limit {})",
             gib(need),
             gib(MAX_HOST_BYTES)
         ));

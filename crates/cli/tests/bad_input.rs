@@ -123,7 +123,8 @@ fn rows(dir: &Path) -> Vec<Row> {
     let deep_value = format!("a={}{}", "[".repeat(30_000), "]".repeat(30_000));
     let mut r = vec![
         // --- the issue's own cases ---
-        set("machine.nodes.0.capacity_mib=1048576", "--yes"),
+        // 16 GiB of host memory: over the --yes threshold, or over what a small host has.
+        set("machine.nodes.0.capacity_mib=1048576", "machine.nodes"),
         set("machine.nodes.0.capacity_mib=16000000", "machine.nodes"),
         set(
             "machine.nodes.0.cpus=\"0-4294967295\"",
