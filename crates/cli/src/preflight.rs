@@ -74,6 +74,20 @@ pub fn check(cfg: &Config, origin: &str, sets: &[String], yes: bool) -> Result<(
         let e = ConfigError::key(origin, "machine.nodes", msg);
         return Err(tierlab::config::blame_set(e, sets).to_string());
     }
+    let over = over_thresholds(cfg);
+    if over.is_empty() || yes {
+        return Ok(());
+    }
+    Err(format!(
+        "{origin}: this run is large: {}. Rerun with --yes to run it anyway, or bound it with \
+         sim.max_seconds (e.g. --set sim.max_seconds=10).",
+        over.join(", ")
+    ))
+}
+
+/// What in the run's estimate is above the thresholds, one phrase each.
+fn over_thresholds(cfg: &Config) -> Vec<String> {
+    let need = host_bytes(cfg);
     let est = workloads::estimate::estimate(cfg);
     let samples = est.sim_seconds * 1e3 / cfg.sim.timeline_interval_ms;
     let mut over = Vec::new();
@@ -102,12 +116,44 @@ pub fn check(cfg: &Config, origin: &str, sets: &[String], yes: bool) -> Result<(
             gib(MAX_HOST_BYTES)
         ));
     }
-    if over.is_empty() || yes {
-        return Ok(());
+    over
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Every shipped scenario, and so the built-in default (scenarios/xsbench.toml), runs
+    /// unprompted.
+    #[test]
+    fn shipped_scenarios_are_below_every_threshold() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut files: Vec<_> = ["", "validate"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 20, "{files:?}");
+        for f in files {
+            let cfg = Config::load(&f, &[]).unwrap();
+            let over = over_thresholds(&cfg);
+            assert!(over.is_empty(), "{}: {over:?}", f.display());
+        }
     }
-    Err(format!(
-        "{origin}: this run is large: {}. Rerun with --yes to run it anyway, or bound it with \
-         sim.max_seconds (e.g. --set sim.max_seconds=10).",
-        over.join(", ")
-    ))
+
+    #[test]
+    fn a_huge_count_is_over_and_max_seconds_bounds_it() {
+        let xs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/xsbench-small.toml");
+        let huge = ["workload.particles=1000000000000".to_string()];
+        let cfg = Config::load(&xs, &huge).unwrap();
+        assert!(!over_thresholds(&cfg).is_empty());
+        assert!(check(&cfg, "x", &[], false).unwrap_err().contains("--yes"));
+        assert!(check(&cfg, "x", &[], true).is_ok());
+        let bounded = [huge[0].clone(), "sim.max_seconds=1".to_string()];
+        let cfg = Config::load(&xs, &bounded).unwrap();
+        assert!(over_thresholds(&cfg).is_empty());
+    }
 }
