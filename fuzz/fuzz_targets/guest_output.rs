@@ -20,6 +20,13 @@ mod report;
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let _ = report::parse_samples(&lines);
+    if let Ok(samples) = report::parse_samples(&lines) {
+        // The residency every comparison starts from: node 0 is the top tier.
+        for s in &samples {
+            for (_, pages) in &s.regions {
+                let _ = report::dram_share(pages, &[true, false, false, false]);
+            }
+        }
+    }
     let _ = ftrace::parse(&lines);
 });
