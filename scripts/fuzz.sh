@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh            # 60 s per target
 #   scripts/fuzz.sh 1800       # 30 min per target
 #   scripts/fuzz.sh 60 set     # one target
-# Corpora live in fuzz/corpus/TARGET (seeded from scenarios/ and machines/ on first run);
-# a crash leaves its input in fuzz/artifacts/TARGET and stops the script with a non-zero exit.
+# Corpora live in fuzz/corpus/TARGET (seeded from scenarios/, machines/ and fuzz/seeds/ on
+# first run); a crash leaves its input in fuzz/artifacts/TARGET and stops the script with a
+# non-zero exit. Each run ends with the CPU seconds the fuzzer itself used (build excluded).
 set -euo pipefail
 secs="${1:-60}"
 shift || true
@@ -29,12 +30,15 @@ seed() {
   esac
 }
 
+# -a: debug assertions and overflow checks, so a wrapping sum is a crash, not a wrong result.
+flags=(-O -a)
 for t in "${targets[@]}"; do
   seed "$t"
+  cargo +nightly fuzz build "${flags[@]}" "$t"
   echo "== fuzz target $t: ${secs} s"
-  # -a: debug assertions and overflow checks, so a wrapping sum is a crash, not a wrong result.
   # -rss_limit_mb: any input that makes tierlab hold 2 GiB is a finding (no config may).
   # -timeout: one input taking 10 s is a hang.
-  cargo +nightly fuzz run "$t" "corpus/$t" -O -a -- \
+  TIMEFORMAT="== fuzz target $t: %U s user + %S s system CPU, %R s wall"
+  time cargo +nightly fuzz run "${flags[@]}" "$t" "corpus/$t" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1
 done
