@@ -15,6 +15,7 @@ use super::config::parse_prot;
 use super::phase_keys::{GapCycles, PhaseCfg, RandomCfg, RangeKeys};
 use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes, PACE_BATCH_MIN_NS};
 use super::{mix, PAGE};
+use crate::limits::{MAX_DURATION_MS, PID_MAX_LIMIT};
 
 /// The phases, in definition order.
 pub(super) struct Phases {
@@ -485,13 +486,6 @@ fn touch_order(
         }
     })
 }
-
-/// The longest sleep or phase: sim.max_seconds' ceiling (1e6 s), so that sums of durations
-/// in cycles stay far from u64's end.
-pub const MAX_DURATION_MS: f64 = 1e9;
-
-/// include/linux/threads.h PID_MAX_LIMIT on 64-bit: 4 * 1024 * 1024 tasks.
-pub const PID_MAX_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// A random phase's access count and page distribution over `pages` pages.
 fn random_pattern(c: &RandomCfg, pages: u64, at: &At) -> Result<Pattern, ConfigError> {
