@@ -3,6 +3,7 @@
 mod compare;
 mod csv_out;
 mod knobs;
+mod preflight;
 mod report;
 mod reproduce;
 mod sweep;
@@ -63,6 +64,9 @@ enum Command {
         /// Print only errors (no summary, no progress bar).
         #[arg(long, short)]
         quiet: bool,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// Run a scenario twice — as given, and with --set overrides (or a second scenario file) —
     /// and print a before/after table with changes in percent.
@@ -90,6 +94,9 @@ enum Command {
         /// Write every run's result and the table as JSON (in every mode).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// Rerun a seed's experiment and print the simulated changes beside the published ones.
     ///
@@ -124,8 +131,12 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
         /// Repetitions; the best is reported.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3,
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
+        /// Run even when the size estimate is above tierlab's thresholds (see README).
+        #[arg(long)]
+        yes: bool,
     },
     /// List every config knob: key, default, allowed range, the kernel file it mirrors, and what
     /// it does.
@@ -213,17 +224,32 @@ enum Command {
 }
 
 fn load(scenario: Option<&Path>, sets: &[String]) -> Result<(Config, String), String> {
-    match scenario {
+    let (cfg, origin) = match scenario {
         Some(p) => Config::load(p, sets)
             .map(|c| (c, p.display().to_string()))
-            .map_err(|e| e.to_string()),
+            .map_err(|e| e.to_string())?,
         None => {
             let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
             Config::from_str_with(DEFAULT_SCENARIO, "built-in xsbench.toml", Some(&base), sets)
                 .map(|c| (c, "built-in xsbench.toml".to_string()))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?
         }
-    }
+    };
+    // Plan the workload now (streams are lazy, so this is cheap) so that a `[workload]`
+    // error a `--set` caused is blamed on that `--set`, not on the file.
+    workloads::build(&cfg, &origin).map_err(|e| tierlab::config::blame_set(e, sets).to_string())?;
+    Ok((cfg, origin))
+}
+
+/// `load`, then refuse a run the host cannot hold or (without `yes`) a very large one.
+fn load_checked(
+    scenario: Option<&Path>,
+    sets: &[String],
+    yes: bool,
+) -> Result<(Config, String), String> {
+    let (cfg, origin) = load(scenario, sets)?;
+    preflight::check(&cfg, &origin, sets, yes)?;
+    Ok((cfg, origin))
 }
 
 fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
@@ -236,12 +262,22 @@ fn simulate_watched(
     origin: &str,
     watcher: &mut watch::Watch,
 ) -> Result<RunResult, String> {
+    let min_free = cfg.vm.min_free_kbytes;
     let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
     let result = sim.run_watched(&mut |s, now| watcher.look(s, now));
     watcher.print_samples(sim.engine());
     watcher.finish();
-    result.map_err(|e| format!("{origin}: simulation stopped: {e}"))
+    result.map_err(|e| {
+        let mut msg = format!("{origin}: simulation stopped: {e}");
+        // A large reserve is the usual cause of an OOM a config alone brings about.
+        if min_free > 0 && msg.contains("out of memory") {
+            msg += &format!(
+                " (vm.min_free_kbytes = {min_free} holds that much back as the min watermark)"
+            );
+        }
+        msg
+    })
 }
 
 /// `tierlab run`'s options beyond the scenario.
@@ -252,6 +288,8 @@ struct RunArgs {
     interval: Option<f64>,
     interval_style: watch::IntervalStyle,
     quiet: bool,
+    /// Run even above the size thresholds (--yes).
+    yes: bool,
 }
 
 fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
@@ -264,7 +302,7 @@ fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
         }
         sets.push(format!("sim.timeline_interval_ms={ms}"));
     }
-    let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+    let (cfg, origin) = load_checked(scenario.as_deref(), &sets, args.yes)?;
     // Outputs are opened before the run, so a bad path fails before any simulating.
     let json_file = match &args.json {
         Some(path) => Some(
@@ -319,11 +357,16 @@ fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn bench(scenario: Option<PathBuf>, mut sets: Vec<String>, repeat: u32) -> Result<(), String> {
+fn bench(
+    scenario: Option<PathBuf>,
+    mut sets: Vec<String>,
+    repeat: u32,
+    yes: bool,
+) -> Result<(), String> {
     sets.push("sim.check=\"off\"".into());
     let mut best = 0.0f64;
     for i in 0..repeat.max(1) {
-        let (cfg, origin) = load(scenario.as_deref(), &sets)?;
+        let (cfg, origin) = load_checked(scenario.as_deref(), &sets, yes)?;
         debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
         let result = simulate(cfg, &origin, false)?;
         let (acc, wall) = (result.accesses, result.wall_seconds);
@@ -353,14 +396,15 @@ fn compare_cmd(
     sets: Vec<String>,
     both: Vec<String>,
     json: Option<PathBuf>,
+    yes: bool,
 ) -> Result<(), String> {
     let json_file = create_output(json.as_deref())?;
     let (before, origin, after, after_origin) = match &other {
         // Two files: --set and --both apply to both sides.
         Some(o) => {
             let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-            let (b, origin) = load(Some(&scenario), &all)?;
-            let (a, after_origin) = load(Some(o), &all)?;
+            let (b, origin) = load_checked(Some(&scenario), &all, yes)?;
+            let (a, after_origin) = load_checked(Some(o), &all, yes)?;
             (b, origin, a, after_origin)
         }
         None => {
@@ -372,7 +416,7 @@ fn compare_cmd(
             }
             let (b, origin) = load(Some(&scenario), &both)?;
             let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-            let (a, after_origin) = load(Some(&scenario), &all)?;
+            let (a, after_origin) = load_checked(Some(&scenario), &all, yes)?;
             (b, origin, a, after_origin)
         }
     };
@@ -511,13 +555,14 @@ fn variants_cmd(
     both: Vec<String>,
     specs: Vec<String>,
     json: Option<PathBuf>,
+    yes: bool,
 ) -> Result<(), String> {
     let json_file = create_output(json.as_deref())?;
     let mut variants = Vec::new();
     for spec in &specs {
         let (label, sets) = parse_variant(spec)?;
         let all: Vec<String> = both.iter().chain(sets.iter()).cloned().collect();
-        let (cfg, origin) = load(Some(&scenario), &all)?;
+        let (cfg, origin) = load_checked(Some(&scenario), &all, yes)?;
         println!("{label}: {}", sets.join(" "));
         variants.push(compare::Variant { label, cfg, origin });
     }
@@ -556,6 +601,7 @@ fn main() -> ExitCode {
             interval,
             interval_style,
             quiet,
+            yes,
         } => run(
             scenario,
             RunArgs {
@@ -565,13 +611,15 @@ fn main() -> ExitCode {
                 interval,
                 interval_style,
                 quiet,
+                yes,
             },
         ),
         Command::Bench {
             scenario,
             sets,
             repeat,
-        } => bench(scenario, sets, repeat),
+            yes,
+        } => bench(scenario, sets, repeat, yes),
         Command::Compare {
             scenario,
             other,
@@ -580,6 +628,7 @@ fn main() -> ExitCode {
             variants,
             policies,
             json,
+            yes,
         } => {
             if policies || !variants.is_empty() {
                 // Variants carry their own overrides: a second file or --set has no side to
@@ -596,10 +645,10 @@ fn main() -> ExitCode {
                     if policies {
                         v.extend(policy_variants());
                     }
-                    variants_cmd(scenario, both, v, json)
+                    variants_cmd(scenario, both, v, json, yes)
                 }
             } else {
-                compare_cmd(scenario, other, sets, both, json)
+                compare_cmd(scenario, other, sets, both, json, yes)
             }
         }
         Command::Reproduce { name, list, sets } => match name {

@@ -382,6 +382,7 @@ impl RunResult {
             },
             frame_bytes: std::mem::size_of::<crate::mm::page::Page>(),
             numa_scan_trace: k.numa_scan_trace.clone().unwrap_or_default(),
+            // A run only ends with live threads when max_seconds stopped it.
         }
     }
 

@@ -181,9 +181,7 @@ impl Config {
             requests: raw.requests.unwrap_or(d.requests),
             placement: raw.placement,
         };
-        if c.threads == 0 {
-            return Err(err("threads", "must be at least 1".into()));
-        }
+        crate::limits::check_threads(c.threads).map_err(|m| err("threads", m))?;
         if c.placement == PlacementKind::Pinned && c.threads > cpus {
             return Err(err(
                 "threads",

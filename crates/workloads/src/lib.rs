@@ -5,7 +5,9 @@ use tierlab::workload::Workload;
 use tierlab::Config;
 
 pub mod cache;
+pub mod estimate;
 pub mod kbuild;
+pub mod limits;
 pub mod scripted;
 pub mod socket_pairs;
 pub mod xsbench;

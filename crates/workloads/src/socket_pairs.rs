@@ -59,7 +59,7 @@ pub fn build(table: &toml::Table, origin: &str, cpus: u32) -> Result<Workload, C
             ))
         }
     };
-    if raw.pairs == 0 || raw.pairs * 2 > cpus {
+    if raw.pairs == 0 || raw.pairs.saturating_mul(2) > cpus {
         return Err(err(
             "pairs",
             format!(

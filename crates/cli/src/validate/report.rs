@@ -150,7 +150,12 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
         let tlb = v
             .get("tlb")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_u64).sum())
+            // Saturating: the counts come from the guest's text, which may be anything.
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_u64)
+                    .fold(0, u64::saturating_add)
+            })
             .unwrap_or(0);
         out.push(RealSample {
             t_ms: t,
@@ -239,14 +244,15 @@ type Series = Vec<(f64, f64)>;
 /// Percent of a region's resident pages on the top-tier nodes; None while nothing of it is
 /// resident (no share to compare).
 pub fn dram_share(pages: &[u64], toptier: &[bool]) -> Option<f64> {
-    let all: u64 = pages.iter().sum();
-    let top: u64 = pages
+    // Summed as reals: page counts read from the guest can be any u64.
+    let all: f64 = pages.iter().map(|&p| p as f64).sum();
+    let top: f64 = pages
         .iter()
         .zip(toptier)
         .filter(|(_, &t)| t)
-        .map(|(p, _)| p)
+        .map(|(&p, _)| p as f64)
         .sum();
-    (all > 0).then(|| 100.0 * top as f64 / all as f64)
+    (all > 0.0).then(|| 100.0 * top / all)
 }
 
 /// The first time a share series reaches half of its final value.
@@ -547,6 +553,17 @@ pub fn anon_huge_text(real: &[RealSample], sim: &RunResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_counts_near_u64_max_do_not_overflow() {
+        let line = format!(
+            r#"{{"t_ms":1.0,"regions":{{"hot":[{m},{m}]}},"tlb":[{m},{m}]}}"#,
+            m = u64::MAX
+        );
+        let s = parse_samples(&[line]).unwrap();
+        assert_eq!(s[0].tlb, u64::MAX);
+        assert_eq!(dram_share(&s[0].regions[0].1, &[true, false]), Some(50.0));
+    }
 
     #[test]
     fn counters_within_two_times_or_small_pass() {

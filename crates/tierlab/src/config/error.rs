@@ -68,6 +68,14 @@ impl ConfigError {
         self
     }
 
+    /// A key error about a value the machine preset `file` gave.
+    pub(crate) fn in_preset(mut self, preset: &str) -> Self {
+        if let ConfigError::Key { file, .. } | ConfigError::UnknownKey { file, .. } = &mut self {
+            *file = preset.to_string();
+        }
+        self
+    }
+
     /// Attribute a key error to the `--set` that gave the key its value.
     pub(crate) fn blamed_on_set(self, assignment: &str) -> Self {
         let file = match &self {
@@ -145,8 +153,9 @@ impl fmt::Display for ConfigError {
                 msg,
             } => {
                 file_prefix(f, file)?;
+                let assignment = clip(assignment);
                 match key {
-                    Some(k) => write!(f, "key `{k}` (from --set {assignment}): {msg}"),
+                    Some(k) => write!(f, "key `{}` (from --set {assignment}): {msg}", clip(k)),
                     None => write!(f, "--set {assignment}: {msg}"),
                 }
             }
@@ -156,6 +165,14 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A user's text cut to 120 characters, so a 60 KB `--set` does not fill the terminal.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(120) {
+        Some((i, _)) => format!("{}… ({} bytes)", &s[..i], s.len()),
+        None => s.to_string(),
+    }
+}
 
 /// A multi-line message (toml's "invalid string\nexpected ...") as one line.
 pub(crate) fn one_line(msg: &str) -> String {

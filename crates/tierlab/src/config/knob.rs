@@ -57,6 +57,16 @@ impl Range {
         }
     }
 
+    /// Finite reals from `min` to `max`, both included.
+    pub const fn between(min: f64, max: f64) -> Range {
+        Range::Real {
+            min,
+            min_open: false,
+            max,
+            max_open: false,
+        }
+    }
+
     /// Is `v` inside an integer range? Other ranges accept every integer.
     pub fn admits_int(&self, v: u64) -> bool {
         match *self {
@@ -212,12 +222,21 @@ macro_rules! int_knob_value {
 }
 int_knob_value!(u32, u64);
 
+/// A real as errors print it: 1e300 as `1e300`, not 301 digits.
+pub fn real_text(v: f64) -> String {
+    if v != 0.0 && v.is_finite() && !(1e-6..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        v.to_string()
+    }
+}
+
 impl KnobValue for f64 {
     fn check(&self, range: &Range) -> Result<(), String> {
         if range.admits_real(*self) {
             Ok(())
         } else {
-            Err(format!("{self} is out of range ({range})"))
+            Err(format!("{} is out of range ({range})", real_text(*self)))
         }
     }
     fn to_toml(&self) -> String {

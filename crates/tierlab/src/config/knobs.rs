@@ -347,13 +347,16 @@ knob_table! {
     pub struct SimConfig {
         /// Stop after this much simulated time, s; 0 = run until every thread exits.
         max_seconds: f64 = 0.0,
-            path: TIERLAB, range: Range::at_least(0.0), source: "tierlab";
+            path: TIERLAB, range: Range::between(0.0, 1e6),
+            source: "tierlab: simulated time counts cycles in a u64 (29 years at 20 GHz); 1e6 s (11.6 days) stays far from it";
         /// How far one CPU may run ahead before the engine switches to the CPU behind, ns.
         quantum_ns: f64 = 5000.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: Range::between(1.0, 1e9),
+            source: "tierlab: under 1 ns the engine switches CPUs every cycle; over 1 s one CPU runs alone";
         /// Timeline sampling interval (simulated), ms.
         timeline_interval_ms: f64 = 100.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: Range::between(0.01, 3.6e6),
+            source: "tierlab: each sample holds every node and region, so below 10 µs the timeline outgrows the run; an hour is the longest useful";
         /// Record the NUMA scanner's events (task_numa_work, change_prot_numa,
         /// sched_skip_vma_numa) in the result's `numa_scan_trace`.
         trace_numa_scan: bool = false,

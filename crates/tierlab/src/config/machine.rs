@@ -64,8 +64,8 @@ knob_table! {
         /// Core clock, GHz; simulated time is kept in these cycles.
         cpu_ghz: f64 = 2.2,
             path: TIERLAB,
-            range: Range::Real { min: 0.0, min_open: true, max: 20.0, max_open: true },
-            source: "tierlab: a plausible clock rate";
+            range: Range::Real { min: 0.1, min_open: false, max: 20.0, max_open: true },
+            source: "tierlab: a plausible clock rate (no Linux server clocks below 100 MHz or near 20 GHz)";
         /// Number of CPUs.
         cpus: u32,
             path: TIERLAB,
@@ -80,7 +80,8 @@ knob_table! {
             source: "drivers/base/cacheinfo.c (seed 002 patch 2)";
         /// Memory-level parallelism: how many misses overlap on average (latency is divided by it).
         mlp: f64 = 4.0,
-            path: TIERLAB, range: Range::at_least(1.0), source: "tierlab";
+            path: TIERLAB, range: Range::between(1.0, 64.0),
+            source: "hardware: misses in flight per core are bounded by its L1D miss buffers (12 Skylake, 16 Golden Cove, 24 Zen 4); 64 leaves room";
         /// Physical address bits the CPU reports (CPUID 0x80000008, boot_cpu_data.x86_phys_bits;
         /// the kernel's x86_cache_bits): with L1TF they bound the swap offset, and so whether
         /// migration entries keep the A/D bits.
@@ -186,6 +187,20 @@ knob_table! {
     }
 }
 
+/// A memory node's load or store latency, ns.
+const NODE_LATENCY_NS: Range = Range::between(1.0, 1e6);
+/// Why: DRAM is ~100 ns, CXL and NVM a few hundred; 1 ms is a disk, not memory.
+const NODE_LATENCY_WHY: &str =
+    "hardware: DRAM ~100 ns, CXL/NVM a few 100 ns; a load beyond 1 ms is an I/O device, not memory";
+/// A node's or a swap device's bandwidth, GB/s.
+const BANDWIDTH_GBPS: Range = Range::between(0.001, 10000.0);
+/// Why: HBM3e peaks near 5 TB/s per package; 1 MB/s is below any memory or swap device.
+const BANDWIDTH_WHY: &str = "hardware: HBM3e peaks near 5 TB/s a package, and no memory or swap device is slower than 1 MB/s";
+/// A block swap device's service time for one 4 KiB request, µs.
+const SWAP_LATENCY_US: Range = Range::between(0.001, 1e6);
+/// Why: a request slower than a second is a failing device, and the block layer times it out.
+const SWAP_LATENCY_WHY: &str = "hardware: NVMe reads ~80 µs, a disk ~10 ms; the block layer's default request timeout is 30 s, so 1 s bounds a working device";
+
 /// The rule every TLB's entries and ways obey together.
 const TLB_GEOMETRY: &str = "entries / ways a power of two";
 const TLB_WAYS: &str = "1..=32, dividing the entries";
@@ -199,20 +214,20 @@ knob_table! {
         /// Memory on the node, MiB.
         capacity_mib: u64,
             path: "/sys/devices/system/node/nodeN/meminfo",
-            range: Range::Int(16, u64::MAX),
-            source: "tierlab: a node needs room for its watermarks and pagesets";
+            range: Range::Int(16, 1 << 24),
+            source: "tierlab: a node needs room for its watermarks and pagesets; PFNs are 32 bits, so 16 TiB (2^24 MiB) in all";
         /// Load latency, ns.
         read_latency_ns: f64,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: NODE_LATENCY_NS, source: NODE_LATENCY_WHY;
         /// Store latency, ns.
         write_latency_ns: f64,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: NODE_LATENCY_NS, source: NODE_LATENCY_WHY;
         /// Read bandwidth, GB/s.
         read_bandwidth_gbps: f64 = 100.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: BANDWIDTH_GBPS, source: BANDWIDTH_WHY;
         /// Write bandwidth, GB/s.
         write_bandwidth_gbps: f64 = 100.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab";
+            path: TIERLAB, range: BANDWIDTH_GBPS, source: BANDWIDTH_WHY;
         /// CPUs on this node, e.g. "0-15" or "0,2,4"; empty for a memory-only (CXL-like) node.
         cpus: String = String::new(),
             path: "/sys/devices/system/node/nodeN/cpulist",
@@ -228,7 +243,7 @@ knob_table! {
         /// taken off the node's free pages before the workload starts.
         reserved_mib: u64 = 0,
             path: "/sys/devices/system/node/nodeN/meminfo (capacity - MemFree at boot)",
-            range: Range::Int(0, u64::MAX),
+            range: Range::Int(0, 1 << 24),
             source: "tierlab: `tierlab validate` measures it in the guest";
         /// Free pages already on each CPU's per-CPU list of the node when the workload
         /// starts (per_cpu_pages.count), by CPU id; taken from the buddy allocator after
@@ -266,14 +281,14 @@ knob_table! {
         /// Block device: service time of one 4 KiB read, µs [estimate: an NVMe SSD's ~80 µs
         /// random read, as the cost table's file_major_fault_ns].
         read_latency_us: f64 = 80.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
+            path: TIERLAB, range: SWAP_LATENCY_US, source: SWAP_LATENCY_WHY;
         /// Block device: service time of one 4 KiB write, µs [estimate: NVMe writes land in
         /// the drive's cache].
         write_latency_us: f64 = 20.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
+            path: TIERLAB, range: SWAP_LATENCY_US, source: SWAP_LATENCY_WHY;
         /// Block device: transfer bandwidth, GB/s [estimate: a PCIe 3.0 ×4 NVMe SSD].
         bandwidth_gbps: f64 = 3.0,
-            path: TIERLAB, range: Range::above(0.0), source: "tierlab (block devices)";
+            path: TIERLAB, range: BANDWIDTH_GBPS, source: BANDWIDTH_WHY;
         /// Size of the swap area (zram's disksize), MiB.
         size_mib: u64,
             path: "/sys/block/zramN/disksize",
@@ -289,7 +304,7 @@ knob_table! {
         /// lz4 on the Silesia corpus gives 2.1 (lz4 README). Decides the RAM zram holds.
         compression_ratio: f64 = 2.1,
             path: "/sys/block/zramN/mm_stat",
-            range: Range::at_least(1.0),
-            source: "lz4 README benchmark (Silesia corpus): ratio 2.101";
+            range: Range::between(1.0, 4096.0),
+            source: "lz4 README benchmark (Silesia corpus): ratio 2.101; a 4 KiB page cannot be stored in less than a byte";
     }
 }

@@ -10,6 +10,7 @@
 mod error;
 pub mod knob;
 mod knobs;
+mod limits;
 mod machine;
 mod validate;
 
@@ -20,6 +21,7 @@ pub use knobs::{
     SimConfig, ThpDefrag, ThpEnabled, TlbBreak, VmSysctl, X86Knobs, NUMA_BALANCING_MEMORY_TIERING,
     NUMA_BALANCING_NORMAL,
 };
+pub use limits::{read_limited, MAX_CONFIG_BYTES};
 pub use machine::{Arch, MachineConfig, NodeConfig, SwapConfig, TlbConfig};
 
 use crate::cost::CostTable;
@@ -82,19 +84,39 @@ pub fn all_knobs() -> Vec<(String, &'static Knob)> {
         .collect()
 }
 
-/// Parse "0-3,8,10-11" into CPU ids.
+/// CPU ids a CPU list may name: `machine.cpus` is at most 256 (CpuMask holds 256 CPUs).
+pub const MAX_CPU_ID: u32 = 255;
+
+/// Parse "0-3,8,10-11" into CPU ids. Every id is checked against [`MAX_CPU_ID`] before a
+/// range is expanded, so "0-4294967295" is an error, not four billion ids.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     let mut out = Vec::new();
+    let id = |t: &str| -> Result<u32, String> {
+        let c: u32 = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad CPU '{}'", t.trim()))?;
+        if c > MAX_CPU_ID {
+            return Err(format!(
+                "CPU {c} is out of range (0..={MAX_CPU_ID}: tierlab models at most 256 CPUs)"
+            ));
+        }
+        Ok(c)
+    };
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((a, b)) = part.split_once('-') {
-            let a: u32 = a.trim().parse().map_err(|_| format!("bad CPU '{a}'"))?;
-            let b: u32 = b.trim().parse().map_err(|_| format!("bad CPU '{b}'"))?;
+            let (a, b) = (id(a)?, id(b)?);
             if b < a {
                 return Err(format!("range {part} runs backwards"));
             }
             out.extend(a..=b);
         } else {
-            out.push(part.parse().map_err(|_| format!("bad CPU '{part}'"))?);
+            out.push(id(part)?);
+        }
+        // Repeated ranges cannot make the list longer than every id once per part of a
+        // 256-CPU machine; anything longer names a CPU twice, which validation rejects.
+        if out.len() > 4 * (MAX_CPU_ID as usize + 1) {
+            return Err("names more CPUs than tierlab models (256), some several times".into());
         }
     }
     Ok(out)
@@ -129,6 +151,17 @@ pub fn apply_set(table: &mut toml::Table, assignment: &str) -> Result<(), Config
     let parts: Vec<&str> = key.trim().split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
         return Err(fail(None, "empty key segment"));
+    }
+    // The deepest real key is 5 levels (machine.nodes.0.boot_pcp_count.3); a bound keeps
+    // the recursive walk (and toml's recursive drop) off the end of the stack.
+    if parts.len() > MAX_SET_DEPTH {
+        return Err(fail(
+            None,
+            &format!(
+                "key has {} levels; at most {MAX_SET_DEPTH} are allowed",
+                parts.len()
+            ),
+        ));
     }
     fn set_in(
         v: &mut toml::Value,
@@ -189,6 +222,9 @@ fn set_key(key: &str) -> String {
     out
 }
 
+/// Deepest `--set` key accepted (see `apply_set`).
+pub const MAX_SET_DEPTH: usize = 16;
+
 fn parse_value(raw: &str) -> toml::Value {
     match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
         Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.into())),
@@ -240,9 +276,9 @@ fn parse_table(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
 /// Read a TOML file into a table, naming the file and line on a syntax error.
 pub fn read_table(path: &Path) -> Result<toml::Table, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+    let text = read_limited(path, MAX_CONFIG_BYTES).map_err(|msg| ConfigError::Io {
         file: file.clone(),
-        msg: e.to_string(),
+        msg,
     })?;
     parse_table(&text, &file)
 }
@@ -281,30 +317,37 @@ impl Config {
         for s in sets {
             apply_set(&mut table, s).map_err(|e| e.in_file(origin))?;
         }
+        let mut preset_file = None;
         if let Some(toml::Value::String(preset)) = table.get("machine_preset").cloned() {
             let ppath = base_dir.unwrap_or(Path::new(".")).join(&preset);
-            let mut ptable =
-                read_table(&ppath).map_err(|e| ConfigError::key(origin, "machine_preset", e))?;
+            let mut ptable = read_table(&ppath)
+                .map_err(|e| blame_set(ConfigError::key(origin, "machine_preset", e), sets))?;
             let pmachine = match ptable.remove("machine") {
                 Some(toml::Value::Table(t)) => t,
                 _ => {
                     return Err(ConfigError::msg(format!(
-                        "{}: a machine preset needs a [machine] table",
+                        "{} (machine_preset of {origin}): a machine preset needs a [machine] table",
                         ppath.display()
                     )))
                 }
             };
+            let own = match table.get("machine") {
+                Some(toml::Value::Table(own)) => own.clone(),
+                _ => toml::Table::new(),
+            };
             let mut merged = pmachine;
-            if let Some(toml::Value::Table(own)) = table.get("machine") {
-                merge_toml(&mut merged, own);
-            }
+            merge_toml(&mut merged, &own);
             table.insert("machine".into(), toml::Value::Table(merged));
+            preset_file = Some((ppath.display().to_string(), own));
         }
         apply_policy_defaults(&mut table, origin).map_err(|e| blame_set(e, sets))?;
         let checked = validate::check_required(&table, origin)
             .and_then(|()| typed::<Config>(toml::Value::Table(table), origin, ""))
             .and_then(|cfg| cfg.validate(origin).map(|()| cfg));
-        checked.map_err(|e| blame_set(e, sets))
+        checked.map_err(|e| match &preset_file {
+            Some((preset, own)) => blame_set(blame_preset(e, preset, own, origin), sets),
+            None => blame_set(e, sets),
+        })
     }
 
     /// CPUs of each node, parsed (validated already).
@@ -339,19 +382,51 @@ impl Config {
     }
 }
 
-/// A key error whose key the last matching `--set` wrote (or lies inside what it wrote) is
-/// that `--set`'s fault, not the file's.
-fn blame_set(e: ConfigError, sets: &[String]) -> ConfigError {
+/// A `machine.*` key error whose key the scenario's own `[machine]` does not set came from
+/// the machine preset: name the preset file, and the scenario that chose it.
+fn blame_preset(e: ConfigError, preset: &str, own: &toml::Table, origin: &str) -> ConfigError {
+    let Some(key) = e.key_name() else {
+        return e;
+    };
+    let Some(rest) = key.strip_prefix("machine.") else {
+        return e;
+    };
+    let first = rest.split(['.', '[']).next().unwrap_or(rest);
+    if own.contains_key(first) {
+        return e;
+    }
+    e.in_preset(&format!("{preset} (machine_preset of {origin})"))
+}
+
+/// A key error whose key the last matching `--set` wrote (or lies inside what it wrote, or
+/// holds what it wrote, or shares its table with it) is that `--set`'s fault, not the file's.
+pub fn blame_set(e: ConfigError, sets: &[String]) -> ConfigError {
     let Some(key) = e.key_name().map(str::to_string) else {
         return e;
     };
-    let culprit = sets.iter().rev().find(|s| {
-        let Some((k, _)) = s.split_once('=') else {
-            return false;
-        };
-        let k = set_key(k);
-        key == k || key.starts_with(&format!("{k}.")) || key.starts_with(&format!("{k}["))
-    });
+    let inside = |outer: &str, inner: &str| {
+        inner == outer
+            || inner.starts_with(&format!("{outer}."))
+            || inner.starts_with(&format!("{outer}["))
+    };
+    // The table holding a key: a rule between keys of one table (dtlb_entries and
+    // dtlb_ways, scan_period_min and _max) is broken by a --set of either.
+    let parent = |k: &str| k.rsplit_once('.').map(|(p, _)| p.to_string());
+    let keys: Vec<(String, &String)> = sets
+        .iter()
+        .filter_map(|s| Some((set_key(s.split_once('=')?.0), s)))
+        .collect();
+    let culprit = keys
+        .iter()
+        .rev()
+        .find(|(k, _)| inside(k, &key) || inside(&key, k))
+        .or_else(|| {
+            let p = parent(&key)?;
+            keys.iter()
+                .rev()
+                .find(|(k, _)| parent(k).as_deref() == Some(&p))
+        })
+        .map(|(_, s)| *s);
     match culprit {
         Some(s) => e.blamed_on_set(s),
         None => e,

@@ -336,3 +336,85 @@ fn boot_pcp_lists_fit_the_cpus_and_the_node() {
         assert!(e.to_string().contains(why), "{set}: {e}");
     }
 }
+
+#[test]
+fn cpu_lists_are_bounded_before_they_are_expanded() {
+    let e = parse_cpu_list("0-4294967295").unwrap_err();
+    assert!(e.contains("4294967295") && e.contains("0..=255"), "{e}");
+    assert!(parse_cpu_list("0-255").is_ok());
+    assert!(parse_cpu_list("256").is_err());
+    // Repeats cannot grow the list without end either.
+    assert!(parse_cpu_list(&"0-255,".repeat(10)).is_err());
+}
+
+#[test]
+fn set_keys_are_limited_in_depth() {
+    let deep = format!("{}b=1", "a.".repeat(MAX_SET_DEPTH));
+    let e = load(BASE, &[deep.as_str()]).unwrap_err();
+    assert!(matches!(e, ConfigError::Set { .. }), "{e}");
+    assert!(e.to_string().contains("at most 16"), "{e}");
+    let ok = format!("{}b=1", "a.".repeat(MAX_SET_DEPTH - 1));
+    // A key that deep is merely unknown, reported as such.
+    let e = load(BASE, &[ok.as_str()]).unwrap_err();
+    assert!(!e.to_string().contains("at most 16"), "{e}");
+}
+
+#[test]
+fn reals_refuse_nan_infinity_and_nonsense() {
+    for set in [
+        "machine.nodes.0.read_latency_ns=1e300",
+        "machine.nodes.0.write_bandwidth_gbps=nan",
+        "machine.mlp=inf",
+        "sim.timeline_interval_ms=0.0001",
+        "cost.migrate_copy_gbps=0",
+        "cost.zram_compress_ns=-1",
+    ] {
+        let e = load(BASE, &[set]).unwrap_err();
+        let key = super::set_key(set.split_once('=').unwrap().0);
+        assert_eq!(e.key_name(), Some(key.as_str()), "{set}: {e}");
+        assert!(e.to_string().contains("(from --set"), "{set}: {e}");
+    }
+    // 1e300 prints as 1e300, not as 301 digits.
+    let e = load(BASE, &["machine.nodes.0.read_latency_ns=1e300"]).unwrap_err();
+    assert!(e.to_string().contains("1e300 is out of range"), "{e}");
+}
+
+#[test]
+fn min_free_kbytes_must_leave_the_machine_a_page() {
+    // BASE has 64 MiB = 65536 KiB.
+    let e = load(BASE, &["vm.min_free_kbytes=65536"]).unwrap_err();
+    assert_eq!(e.key_name(), Some("vm.min_free_kbytes"), "{e}");
+    assert!(load(BASE, &["vm.min_free_kbytes=8192"]).is_ok());
+}
+
+#[test]
+fn a_preset_value_is_blamed_on_the_preset() {
+    let dir = std::env::temp_dir().join(format!("tierlab-preset-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("p.toml"),
+        "[machine]\ncpus = 8\n[[machine.nodes]]\ncapacity_mib = 64\nread_latency_ns = 90\n\
+         write_latency_ns = 90\ncpus = \"0-7\"\n",
+    )
+    .unwrap();
+    let scenario =
+        "machine_preset = \"p.toml\"\n[machine]\ncpus = 2\n[workload]\ntype = \"none\"\n";
+    let e = Config::from_str_with(scenario, "s.toml", Some(&dir), &[]).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!("{}", dir.join("p.toml").display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("machine_preset of s.toml") && text.contains("machine.nodes[0].cpus"),
+        "{text}"
+    );
+    // A key the scenario sets itself stays the scenario's.
+    let own = "machine_preset = \"p.toml\"\n[machine]\ncpus = 300\n[workload]\ntype = \"none\"\n";
+    let e = Config::from_str_with(own, "s.toml", Some(&dir), &[]).unwrap_err();
+    assert!(
+        e.to_string().starts_with("s.toml: key `machine.cpus`"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,7 +1,7 @@
 //! Validation: every knob against its declared range, then the rules that tie several keys
 //! together (cache and TLB geometry, CPU lists, node sizes, the distance matrix).
 
-use super::knob::Knob;
+use super::knob::{Knob, Range};
 use super::machine::{MachineConfig, NodeConfig, SwapConfig};
 use super::{parse_cpu_list, Config, ConfigError};
 
@@ -49,6 +49,8 @@ impl Config {
     pub fn validate(&self, origin: &str) -> Result<(), ConfigError> {
         self.check_ranges(origin)?;
         self.check_machine(origin)?;
+        self.check_cost(origin)?;
+        self.check_min_free(origin)?;
         let bad = |key: &str, msg: &str| Err(ConfigError::key(origin, key, msg));
         let k = &self.kernel;
         if k.numa_balancing_scan_period_max_ms < k.numa_balancing_scan_period_min_ms {
@@ -228,6 +230,86 @@ impl Config {
             return bad("machine.nodes", "more than 16 TiB of memory".into());
         }
         self.check_distance(origin)
+    }
+
+    /// The cost table's real-valued figures: finite, not negative, and a copy engine that
+    /// moves data (a rate of 0 or NaN would make every migration free or endless).
+    fn check_cost(&self, origin: &str) -> Result<(), ConfigError> {
+        let c = &self.cost;
+        // A nanosecond figure above 1 s is no instruction or device cost tierlab charges.
+        let ns = Range::between(0.0, 1e9);
+        for (key, v, range) in [
+            ("dsb_ish_base_ns", c.dsb_ish_base_ns, ns),
+            ("dsb_ish_per_cpu_ns", c.dsb_ish_per_cpu_ns, ns),
+            ("zram_compress_ns", c.zram_compress_ns, ns),
+            ("zram_decompress_ns", c.zram_decompress_ns, ns),
+            // As the nodes' bandwidth: 1 MB/s to 10 TB/s.
+            (
+                "migrate_copy_gbps",
+                c.migrate_copy_gbps,
+                Range::between(0.001, 10000.0),
+            ),
+        ] {
+            if !range.admits_real(v) {
+                return Err(ConfigError::key(
+                    origin,
+                    format!("cost.{key}"),
+                    format!("{} is out of range ({range})", super::knob::real_text(v)),
+                ));
+            }
+        }
+        // Cycle counts: the dearest operation charged (execve) is 1e5 cycles; 1e8 (45 ms at
+        // 2.2 GHz) is above any kernel path, and keeps a run's simulated time bounded.
+        if let Ok(toml::Value::Table(t)) = toml::Value::try_from(c) {
+            for (key, v) in &t {
+                let max = if key.ends_with("_cycles") {
+                    1e8
+                } else if key.ends_with("_ns") {
+                    // A major fault's I/O: 80 µs on NVMe, 10 ms on a disk; 1 s is a failure.
+                    1e9
+                } else {
+                    continue;
+                };
+                if let Some(n) = v.as_integer().map(|i| i as f64).or(v.as_float()) {
+                    if n > max {
+                        return Err(ConfigError::key(
+                            origin,
+                            format!("cost.{key}"),
+                            format!("{n} is out of range (0..={max:e})"),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// vm.min_free_kbytes must leave the machine free pages: the kernel spreads it over the
+    /// zones as their min watermark (__setup_per_zone_wmarks), so a reserve as large as the
+    /// memory fails every allocation and ends in an OOM that would not name the knob.
+    fn check_min_free(&self, origin: &str) -> Result<(), ConfigError> {
+        let kib: u64 = self
+            .machine
+            .nodes
+            .iter()
+            .map(|n| {
+                n.capacity_mib
+                    .saturating_sub(n.reserved_mib)
+                    .saturating_mul(1024)
+            })
+            .fold(0, u64::saturating_add);
+        let v = self.vm.min_free_kbytes;
+        if v >= kib {
+            return Err(ConfigError::key(
+                origin,
+                "vm.min_free_kbytes",
+                format!(
+                    "{v} KiB is not below the machine's {kib} KiB (capacity_mib less reserved_mib): \
+                     the min watermarks would leave no page to allocate"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The SLIT: n×n, LOCAL_DISTANCE on the diagonal, more than that elsewhere.

@@ -155,8 +155,8 @@ pub(super) fn parse(
             format!("expected \"scripted\", got {:?}", cfg.kind),
         ));
     }
-    if cfg.threads == 0 {
-        return Err(e.at("workload.threads", "must be at least 1"));
+    if let Err(m) = crate::limits::check_threads(cfg.threads) {
+        return Err(e.at("workload.threads", &m));
     }
     if let Some(sampler) = &cfg.sampler {
         sampler.check(origin)?;

@@ -15,6 +15,7 @@ use super::config::parse_prot;
 use super::phase_keys::{GapCycles, PhaseCfg, RandomCfg, RangeKeys};
 use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes, PACE_BATCH_MIN_NS};
 use super::{mix, PAGE};
+use crate::limits::{MAX_DURATION_MS, PID_MAX_LIMIT};
 
 /// The phases, in definition order.
 pub(super) struct Phases {
@@ -192,16 +193,27 @@ pub(super) fn plan(
             PhaseCfg::Sleep(c) => {
                 let ms =
                     c.ms.ok_or_else(|| at.err("ms", "a `sleep` phase needs ms"))?;
-                if !(ms >= 0.0 && ms.is_finite()) {
-                    return Err(at.err("ms", format!("must be >= 0, got {ms}")));
+                if !(0.0..=MAX_DURATION_MS).contains(&ms) {
+                    return Err(at.err(
+                        "ms",
+                        format!("{ms} is out of range ([0, {MAX_DURATION_MS}] ms)"),
+                    ));
                 }
                 Body::Op(Op::Sleep((ms * 1e6).round() as u64))
             }
             PhaseCfg::Barrier(_) => Body::Nothing,
             PhaseCfg::Fork(c) => {
                 let count = c.count.unwrap_or(1);
+                // The kernel cannot hold more tasks than PID_MAX_LIMIT (4M on 64-bit,
+                // include/linux/threads.h), so neither can one fork phase.
                 if count == 0 {
                     return Err(at.err("count", "must be at least 1"));
+                }
+                if count > PID_MAX_LIMIT {
+                    return Err(at.err(
+                        "count",
+                        format!("{count} is out of range (1..={PID_MAX_LIMIT}, PID_MAX_LIMIT)"),
+                    ));
                 }
                 // `child` may name later phases: `children` fills it once every name is known.
                 Body::Fork {
@@ -486,8 +498,11 @@ fn random_pattern(c: &RandomCfg, pages: u64, at: &At) -> Result<Pattern, ConfigE
                     "duration_ms needs rate_per_s (the access count is duration × rate)",
                 ));
             };
-            if !(d >= 0.0 && d.is_finite()) {
-                return Err(at.err("duration_ms", format!("must be >= 0, got {d}")));
+            if !(0.0..=MAX_DURATION_MS).contains(&d) {
+                return Err(at.err(
+                    "duration_ms",
+                    format!("{d} is out of range ([0, {MAX_DURATION_MS}] ms)"),
+                ));
             }
             (d * 1e-3 * r).round() as u64
         }

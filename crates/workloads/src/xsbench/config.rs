@@ -86,7 +86,9 @@ impl XsbenchConfig {
         (g.round() as u64).max(2)
     }
     pub fn total_lookups(&self) -> u64 {
-        self.particles * self.lookups_per_particle as u64
+        // Saturating: particles is any TOML integer, and --yes lets a huge run start.
+        self.particles
+            .saturating_mul(self.lookups_per_particle as u64)
     }
 }
 
@@ -152,9 +154,7 @@ impl XsbenchConfig {
         if !(t.scale > 0.0 && t.scale <= 100.0) {
             return Err(bad("scale", format!("{} must be in (0, 100]", t.scale)));
         }
-        if t.threads == 0 {
-            return Err(bad("threads", "must be ≥ 1".into()));
-        }
+        crate::limits::check_threads(t.threads).map_err(|m| bad("threads", m))?;
         if t.lookups_per_particle == 0 {
             return Err(bad("lookups_per_particle", "must be ≥ 1".into()));
         }
