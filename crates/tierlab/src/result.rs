@@ -267,6 +267,8 @@ pub struct CheckResult {
     pub level: String,
     pub ran: bool,
     pub checks_run: u64,
+    /// Of those, checks of every invariant (the rest check the TLBs only).
+    pub full_checks: u64,
     pub violations: u64,
     /// The first violations found (at most 100).
     pub details: Vec<Violation>,
@@ -377,6 +379,7 @@ impl RunResult {
                 level: format!("{:?}", check.level).to_lowercase(),
                 ran: check.checks_run > 0,
                 checks_run: check.checks_run,
+                full_checks: check.full_checks,
                 violations: check.count,
                 details: check.violations.clone(),
             },

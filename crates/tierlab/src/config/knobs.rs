@@ -254,7 +254,8 @@ knob_table! {
 pub enum CheckLevel {
     /// No invariant checking.
     Off,
-    /// Full checks at every timeline sample and at the end.
+    /// The TLB check at every timeline sample, the bookkeeping checks (frames, rmap, LRU,
+    /// swap) once per 8 accesses per frame and PTE, and everything at the end.
     Periodic,
     /// Periodic checks plus a TLB scan on every frame allocation (tests, small machines).
     Strict,
