@@ -302,7 +302,15 @@ fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
         }
         sets.push(format!("sim.timeline_interval_ms={ms}"));
     }
-    let (cfg, origin) = load_checked(scenario.as_deref(), &sets, args.yes)?;
+    let (cfg, origin) = load_checked(scenario.as_deref(), &sets, args.yes).map_err(|e| {
+        match args.interval {
+            // The key the user did not write: say which option set it.
+            Some(ms) if e.contains("sim.timeline_interval_ms=") => {
+                format!("--interval {ms} sets sim.timeline_interval_ms, and {e}")
+            }
+            _ => e,
+        }
+    })?;
     // Outputs are opened before the run, so a bad path fails before any simulating.
     let json_file = match &args.json {
         Some(path) => Some(

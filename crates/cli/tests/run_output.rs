@@ -272,3 +272,14 @@ fn compare_variants_write_json_and_refuse_a_stray_set() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--both"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn an_interval_below_the_timeline_floor_is_blamed_on_interval() {
+    let o = tierlab(&["run", "scenarios/xsbench-small.toml", "--interval", "0.001"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--interval 0.001") && err.contains("sim.timeline_interval_ms"),
+        "{err}"
+    );
+}
