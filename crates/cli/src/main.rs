@@ -37,37 +37,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a scenario and print a perf-stat / vmstat style summary.
-    Run {
-        /// Scenario TOML file (default: the built-in scenarios/xsbench.toml).
-        scenario: Option<PathBuf>,
-        /// Override any config key, e.g. --set vm.watermark_scale_factor=200 (repeatable).
-        #[arg(long = "set", value_name = "KEY=VALUE")]
-        sets: Vec<String>,
-        /// Write the full result as JSON to this file (created before the run starts, so a
-        /// bad path fails at once).
-        #[arg(long, value_name = "FILE")]
-        json: Option<PathBuf>,
-        /// Write the timeline, phases, per-CPU and per-node tables as CSV files into DIR
-        /// (timeline.csv, phases.csv, cpus.csv, nodes.csv).
-        #[arg(long, value_name = "DIR")]
-        csv: Option<PathBuf>,
-        /// Print a line every MS milliseconds of simulated time while the run goes, like
-        /// `vmstat 1` or `perf stat -I MS` (see --interval-style). Sets the timeline's
-        /// interval (sim.timeline_interval_ms) to MS: no simulated event changes, only what is
-        /// sampled (the timeline, pcp_pages_mean, how many periodic checks run).
-        #[arg(long, value_name = "MS")]
-        interval: Option<f64>,
-        /// How --interval prints: `vmstat` (a row per interval: free and anon MiB per node,
-        /// then rates per second) or `perf` (per event, the count in each interval).
-        #[arg(long, value_enum, default_value_t = watch::IntervalStyle::Vmstat)]
-        interval_style: watch::IntervalStyle,
-        /// Print only errors (no summary, no progress bar).
-        #[arg(long, short)]
-        quiet: bool,
-        /// Run even when the size estimate is above tierlab's thresholds (see README).
-        #[arg(long)]
-        yes: bool,
-    },
+    Run(RunArgs),
     /// Run a scenario twice — as given, and with --set overrides (or a second scenario file) —
     /// and print a before/after table with changes in percent.
     Compare {
@@ -280,19 +250,42 @@ fn simulate_watched(
     })
 }
 
-/// `tierlab run`'s options beyond the scenario.
+/// `tierlab run`'s arguments.
+#[derive(clap::Args)]
 struct RunArgs {
+    /// Scenario TOML file (default: the built-in scenarios/xsbench.toml).
+    scenario: Option<PathBuf>,
+    /// Override any config key, e.g. --set vm.watermark_scale_factor=200 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
+    /// Write the full result as JSON to this file (created before the run starts, so a
+    /// bad path fails at once).
+    #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Write the timeline, phases, per-CPU and per-node tables as CSV files into DIR
+    /// (timeline.csv, phases.csv, cpus.csv, nodes.csv).
+    #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
+    /// Print a line every MS milliseconds of simulated time while the run goes, like
+    /// `vmstat 1` or `perf stat -I MS` (see --interval-style). Sets the timeline's
+    /// interval (sim.timeline_interval_ms) to MS: no simulated event changes, only what is
+    /// sampled (the timeline, pcp_pages_mean, how many periodic checks run).
+    #[arg(long, value_name = "MS")]
     interval: Option<f64>,
+    /// How --interval prints: `vmstat` (a row per interval: free and anon MiB per node,
+    /// then rates per second) or `perf` (per event, the count in each interval).
+    #[arg(long, value_enum, default_value_t = watch::IntervalStyle::Vmstat)]
     interval_style: watch::IntervalStyle,
+    /// Print only errors (no summary, no progress bar).
+    #[arg(long, short)]
     quiet: bool,
-    /// Run even above the size thresholds (--yes).
+    /// Run even when the size estimate is above tierlab's thresholds (see README).
+    #[arg(long)]
     yes: bool,
 }
 
-fn run(scenario: Option<PathBuf>, args: RunArgs) -> Result<(), String> {
+fn run(args: RunArgs) -> Result<(), String> {
+    let scenario = args.scenario;
     let mut sets = args.sets;
     if let Some(ms) = args.interval {
         if !(ms.is_finite() && ms > 0.0) {
@@ -601,27 +594,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let r = match cli.command {
-        Command::Run {
-            scenario,
-            sets,
-            json,
-            csv,
-            interval,
-            interval_style,
-            quiet,
-            yes,
-        } => run(
-            scenario,
-            RunArgs {
-                sets,
-                json,
-                csv,
-                interval,
-                interval_style,
-                quiet,
-                yes,
-            },
-        ),
+        Command::Run(args) => run(args),
         Command::Bench {
             scenario,
             sets,
