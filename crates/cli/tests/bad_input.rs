@@ -7,16 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::repo;
+
 /// The scenario most `--set` rows are applied to.
 const XS: &str = "scenarios/xsbench-small.toml";
 /// A scripted scenario, for the phase keys.
 const HOT: &str = "scenarios/validate/hot_small.toml";
 /// How long a row may take: a config error is reported in milliseconds.
 const LIMIT: Duration = Duration::from_secs(10);
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// Run tierlab with `args`; kill it after LIMIT. Returns (exit code, stderr): no code when a
 /// signal ended it or it was killed for running too long.

@@ -1,19 +1,7 @@
 //! The `tierlab` binary: runs, JSON output, and errors that name the file and key.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tierlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run tierlab")
-}
+mod common;
+use common::tierlab;
 
 #[test]
 fn run_prints_a_summary_and_writes_json() {

@@ -1,11 +1,9 @@
 //! `tierlab knobs`: the listing covers every knob, and README.md's table is the generated one.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
+use common::repo;
 
 fn knobs(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_tierlab"))

@@ -8,17 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tierlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run tierlab")
-}
+mod common;
+use common::tierlab;
 
 /// Chromium from $CHROMIUM, else the first of Debian's and other usual names on the PATH.
 fn chromium() -> Option<PathBuf> {

@@ -4,17 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tierlab(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run tierlab")
-}
+mod common;
+use common::{repo, tierlab};
 
 /// A scratch directory of this test's own.
 fn scratch(name: &str) -> PathBuf {

@@ -1,19 +1,9 @@
 //! `tierlab sweep`: the table, resuming, and runs identical to `tierlab run`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn tierlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tierlab"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("run tierlab")
-}
+mod common;
+use common::{repo, tierlab};
 
 fn without_wall(text: &str) -> Vec<&str> {
     text.lines()
