@@ -403,7 +403,7 @@ impl Sim {
             self.asleep_until[c] = self.hw.cpus[c].interrupt_idle(t);
         }
         if self.hw.cpus[c].clock >= end {
-            return (self.hw.cpus[c].clock, None);
+            return (self.work_end(c, t), None);
         }
         if let Some(n) = kswapd {
             while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
@@ -433,13 +433,18 @@ impl Sim {
             let until = end.min(self.hw.cpus[c].clock + self.quantum);
             self.run_quantum(c, until);
         }
+        (self.work_end(c, t), Some(thread_runs))
+    }
+
+    /// Where CPU `c`'s work in a turn from `t` stopped: where it halted if it is halted now
+    /// (its clock then stands at the timer that wakes it, which is no work), else its clock.
+    fn work_end(&self, c: usize, t: u64) -> u64 {
         let cpu = &self.hw.cpus[c];
-        let stop = if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
+        if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
             cpu.idle_from.max(t)
         } else {
             cpu.clock
-        };
-        (stop, Some(thread_runs))
+        }
     }
 
     /// CPU `c`'s turn comes at `t` with the rest of an op its last turn cut off at its
@@ -449,7 +454,20 @@ impl Sim {
     fn resume_overrun(&mut self, c: usize, t: u64) -> Option<bool> {
         let o = self.overrun[c].take()?;
         let waited = t.saturating_sub(o.from);
-        self.hw.cpus[c].clock += waited;
+        let cpu = &mut self.hw.cpus[c];
+        if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
+            // The op ran up to a halt (kswapd's step, then the CPU's thread sleeps on): its
+            // rest ends `waited` later, and the halt still ends at the timer that wakes it.
+            let op_end = cpu.idle_from + waited;
+            if op_end < cpu.idle_to {
+                cpu.idle_from = op_end;
+            } else {
+                cpu.idle_from = cpu.idle_to;
+                cpu.clock = op_end;
+            }
+        } else {
+            cpu.clock += waited;
+        }
         let tid = self.k.sched.rq[c].current;
         if tid != NIL && o.by_thread {
             self.k.sched.threads[tid as usize].runtime += waited;
@@ -505,4 +523,86 @@ enum Handler {
 fn kick(exit_request: &mut [bool], running: usize) {
     exit_request.fill(true);
     exit_request[running] = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Overrun;
+    use crate::workload::{Op, OpList, Placement, ThreadSpec, Workload};
+    use crate::{Config, Sim};
+
+    /// Two vCPUs on one instruction clock; thread 0 on CPU 0, CPU 1 empty.
+    fn two_vcpus() -> Sim {
+        let text = r#"
+[machine]
+cpus = 2
+shared_core = true
+vcpu_turns = true
+[[machine.nodes]]
+name = "dram"
+capacity_mib = 16
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-1"
+[workload]
+type = "test"
+"#;
+        let cfg = Config::from_str_with(text, "turns.toml", None, &[]).unwrap();
+        let thread = ThreadSpec {
+            process: 0,
+            placement: Placement::Pinned(0),
+            stream: Box::new(OpList::new(vec![Op::Compute(1_000)])),
+        };
+        let w = Workload {
+            name: "test".into(),
+            work_unit: "ops".into(),
+            processes: 1,
+            files: vec![],
+            threads: vec![thread],
+            info: vec![],
+            phases: vec![],
+            regions: vec![],
+            expected: None,
+        };
+        Sim::new(cfg, w).unwrap()
+    }
+
+    #[test]
+    fn an_op_cut_at_a_deadline_before_a_halt_resumes_for_its_rest_and_halts_again() {
+        // CPU 1's kswapd step ran from 900 to 1,300, past its turn's deadline at 1,000, and
+        // the CPU then halted until a timer at 50,000 (its thread sleeping to its slot). Its
+        // turn comes back at 2,000: the step's 300 cycles of rest run, to 2,300, and the CPU
+        // halts again until 50,000. Its turn is then over: it holds no turn while halted
+        // (counting the halt as the step's rest gave it every turn to 50,000).
+        let mut sim = two_vcpus();
+        sim.overrun = vec![None; 2];
+        sim.asleep_until = vec![None; 2];
+        sim.kswapd_due = vec![false; 1];
+        let c = 1;
+        sim.hw.cpus[c].clock = 1_300;
+        sim.hw.cpus[c].idle_until(50_000);
+        sim.overrun[c] = Some(Overrun {
+            from: 1_000,
+            by_thread: false,
+        });
+        assert_eq!(sim.resume_overrun(c, 2_000), Some(false));
+        let (stop, thread_ran) = sim.run_turn(c, 2_000, 6_000);
+        assert_eq!(stop, 2_300);
+        assert_eq!(thread_ran, None);
+        let cpu = &sim.hw.cpus[c];
+        assert_eq!(
+            (cpu.idle_from, cpu.idle_to, cpu.clock),
+            (2_300, 50_000, 50_000)
+        );
+        // A rest that reaches past the timer leaves the CPU busy to the rest's end.
+        sim.hw.cpus[c].clock = 1_300;
+        sim.hw.cpus[c].idle_until(1_500);
+        sim.overrun[c] = Some(Overrun {
+            from: 1_000,
+            by_thread: false,
+        });
+        sim.resume_overrun(c, 2_000);
+        assert_eq!(sim.hw.cpus[c].clock, 2_300);
+        assert!(!sim.hw.cpus[c].idle_at(2_200));
+    }
 }
