@@ -1,5 +1,6 @@
 //! The `tierlab` command line: run a scenario, or benchmark the simulator itself.
 
+mod bench;
 mod compare;
 mod csv_out;
 mod knobs;
@@ -366,14 +367,17 @@ fn bench(
 ) -> Result<(), String> {
     sets.push("sim.check=\"off\"".into());
     let mut best = 0.0f64;
+    let (mut rates, mut reference) = (Vec::new(), bench::Timings::default());
     for i in 0..repeat.max(1) {
         let (cfg, origin) = load_checked(scenario.as_deref(), &sets, yes)?;
         debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
+        reference.prepare(&cfg, &origin)?;
         let result = simulate(cfg, &origin, false)?;
         let (acc, wall) = (result.accesses, result.wall_seconds);
         let frames: u64 = result.nodes.iter().map(|n| n.capacity_pages).sum();
         let rate = acc as f64 / wall;
         best = best.max(rate);
+        rates.push(rate);
         println!(
             "run {}: {} accesses in {:.3} s wall = {:.1} M accesses/s ({} frames, {} B per frame)",
             i + 1,
@@ -383,11 +387,14 @@ fn bench(
             frames,
             result.frame_bytes
         );
+        // Alternating with the runs, so both see the same load on a shared machine.
+        reference.time(i + 1, &result);
     }
     println!(
         "best: {:.1} M simulated accesses per wall second",
         best / 1e6
     );
+    reference.report(&rates);
     Ok(())
 }
 

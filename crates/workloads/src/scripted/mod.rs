@@ -52,6 +52,7 @@ mod regions;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod uniform_draws;
 
 use std::fmt::Display;
 use std::sync::Arc;

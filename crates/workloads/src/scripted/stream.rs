@@ -9,6 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use tierlab::workload::{Mark, Op, ThreadStream};
 
 use super::plan::{Access, Body, Pattern, Program, Writes};
+use super::uniform_draws::uniform_addrs;
 use super::{mix, PAGE};
 
 /// Ops generated per `refill` (at least; the phase end markers may add a few).
@@ -129,6 +130,18 @@ impl Stream {
     /// then its work mark; false if some are left for the next refill.
     fn accesses(&mut self, a: &Access, out: &mut Vec<Op>, target: usize) -> bool {
         let n = a.count();
+        let no_gap = a.gap.get(self.tid as usize).is_none();
+        if a.pace.is_none() && no_gap && !matches!(a.writes, Writes::Fraction(_)) {
+            // One op per access: the accesses that fit, in one run (what `access` would
+            // push, in the same order of random draws).
+            let k = (n - self.next.min(n)).min(target.saturating_sub(out.len()) as u64);
+            let (i0, rng) = (self.next, &mut self.rng);
+            match a.writes {
+                Writes::Always => run::<true>(rng, a, i0, k, out),
+                _ => run::<false>(rng, a, i0, k, out),
+            }
+            self.next += k;
+        }
         while self.next < n && out.len() < target {
             let i = self.next;
             self.access(a, i, out);
@@ -208,6 +221,42 @@ impl Stream {
             self.unwaited -= 1;
         }
         self.unwaited == 0
+    }
+}
+
+/// Accesses `i0..i0 + k` of unpaced, gapless phase `a`, loads or (`STORE`) stores, appended
+/// in one `extend` per run: no per-op dispatch on the pattern, no capacity check per push.
+fn run<const STORE: bool>(rng: &mut ChaCha8Rng, a: &Access, i0: u64, k: u64, out: &mut Vec<Op>) {
+    let op = |addr| {
+        if STORE {
+            Op::Store(addr)
+        } else {
+            Op::Load(addr)
+        }
+    };
+    let (start, pages) = (a.start, a.pages);
+    let idx = i0..i0 + k;
+    match &a.pattern {
+        Pattern::Seq => out.extend(idx.map(|i| op(start + i * PAGE))),
+        Pattern::Rev => out.extend(idx.map(|i| op(start + (pages - 1 - i) * PAGE))),
+        Pattern::Perm(p) => out.extend(
+            p[i0 as usize..(i0 + k) as usize]
+                .iter()
+                .map(|&x| op(start + x as u64 * PAGE)),
+        ),
+        Pattern::Stride { bytes, .. } => out.extend(idx.map(|i| op(start + i * bytes))),
+        Pattern::Uniform { .. } => {
+            out.reserve(k as usize);
+            uniform_addrs(rng, start, pages, k, |run| {
+                out.extend(run.iter().map(|&addr| op(addr)))
+            });
+        }
+        Pattern::Zipf { cdf, hot_last, .. } => out.extend(idx.map(|_| {
+            let u: f64 = rng.gen();
+            let rank = (cdf.partition_point(|&c| c <= u) as u64).min(pages - 1);
+            let page = if *hot_last { pages - 1 - rank } else { rank };
+            op(start + page * PAGE + rng.gen_range(0..PAGE / 8) * 8)
+        })),
     }
 }
 
