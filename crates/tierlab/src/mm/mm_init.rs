@@ -198,3 +198,40 @@ impl Kernel {
         Ok(k)
     }
 }
+
+impl Zone {
+    /// deferred_grow_zone() → deferred_init_maxorder(): pull the zone's next deferred
+    /// max-order blocks, up to the end of the first one's section, onto the tail of
+    /// free_area[MAX_PAGE_ORDER], initialising their sections (deferred_init_memmap). They
+    /// were counted free from boot, so NR_FREE_PAGES does not change. Returns whether any
+    /// block was left to pull.
+    pub(crate) fn deferred_grow_zone(&mut self, frames: &mut FrameTable) -> bool {
+        use crate::mm::page::pg;
+        use crate::mm::page_alloc::MAX_PAGE_ORDER;
+        use crate::mm::sparse::{pfn_to_section_nr, section_nr_to_pfn};
+        if self.first_deferred >= self.deferred_end {
+            return false;
+        }
+        let block = 1u64 << MAX_PAGE_ORDER;
+        let first = self.start_pfn as u64 + self.first_deferred;
+        let section_end = section_nr_to_pfn(pfn_to_section_nr(first as u32) + 1) as u64;
+        loop {
+            let pfn = (self.start_pfn as u64 + self.first_deferred) as u32;
+            frames.init_range(pfn, pfn + block as u32);
+            let p = frames.get_mut(pfn);
+            p.flags |= pg::BUDDY;
+            p.order = MAX_PAGE_ORDER as u8;
+            frames.list_add_tail(&mut self.free_area[MAX_PAGE_ORDER], pfn);
+            self.first_deferred += block;
+            let next = self.start_pfn as u64 + self.first_deferred;
+            if self.first_deferred >= self.deferred_end || next >= section_end {
+                return true;
+            }
+        }
+    }
+
+    /// Free pages still deferred: on no free list yet, but counted in NR_FREE_PAGES.
+    pub fn nr_deferred_pages(&self) -> u64 {
+        self.deferred_end - self.first_deferred
+    }
+}
