@@ -205,7 +205,7 @@ impl Zone {
     /// free_area[MAX_PAGE_ORDER], initialising their sections (deferred_init_memmap). They
     /// were counted free from boot, so NR_FREE_PAGES does not change. Returns whether any
     /// block was left to pull.
-    pub(crate) fn deferred_grow_zone(&mut self, frames: &mut FrameTable) -> bool {
+    pub fn deferred_grow_zone(&mut self, frames: &mut FrameTable) -> bool {
         use crate::mm::page::pg;
         use crate::mm::page_alloc::MAX_PAGE_ORDER;
         use crate::mm::sparse::{pfn_to_section_nr, section_nr_to_pfn};

@@ -4,6 +4,10 @@
 //! The same `lru_next`/`lru_prev` links serve the LRU lists, the buddy free lists and the
 //! per-CPU pageset lists, as `page->lru` / `page->buddy_list` / `page->pcp_list` do in Linux.
 
+use crate::mm::sparse::{
+    Section, NR_MEM_SECTIONS, PAGES_PER_SECTION, PAGE_SECTION_MASK, PFN_SECTION_SHIFT,
+};
+
 /// "No frame": the list terminator and the unset owner.
 pub const NIL: u32 = u32::MAX;
 
@@ -132,15 +136,27 @@ impl ListHead {
 }
 
 /// All frames of the machine, node after node (pfn = index), in SPARSEMEM sections
-/// initialised on first use (mm/sparse.rs): `get` is one more indexed load than a flat array.
+/// initialised on first use (mm/sparse.rs): `get` is one more indexed load than a flat array
+/// (the section table covers every u32 pfn and a section every offset, so neither index is
+/// bounds-checked; what is checked is that the section is present).
 pub struct FrameTable {
-    /// Section pointer table (mem_section): a section's frames, empty until initialised.
-    pub(super) sections: Vec<Box<[Page]>>,
+    /// Section pointer table (mem_section), None until the section is initialised.
+    pub(super) sections: Box<[Option<Section>; NR_MEM_SECTIONS]>,
+    /// Sections the machine spans (present or not).
+    pub(super) nr_sections: usize,
     /// Frames of the machine (present or not).
     pub(super) nr_frames: u32,
     /// First pfn past each node, to stamp a section's frames with their node.
     pub(super) node_end: Vec<u32>,
     pub(super) present_sections: usize,
+}
+
+/// The panic of a frame whose section was never initialised: the allocator hands out only
+/// frames of initialised sections, so a caller holding such a pfn has a bug.
+#[cold]
+#[inline(never)]
+fn section_not_present(pfn: u32) -> ! {
+    panic!("frame {pfn}: its section was never initialised (no allocator handed it out)")
 }
 
 impl FrameTable {
@@ -157,9 +173,10 @@ impl FrameTable {
                 end
             })
             .collect();
-        let nr_sections = total.div_ceil(crate::mm::sparse::PAGES_PER_SECTION as u64) as usize;
+        let table: Box<[Option<Section>]> = vec![None; NR_MEM_SECTIONS].into_boxed_slice();
         FrameTable {
-            sections: (0..nr_sections).map(|_| Box::default()).collect(),
+            sections: table.try_into().expect("NR_MEM_SECTIONS entries"),
+            nr_sections: total.div_ceil(PAGES_PER_SECTION as u64) as usize,
             nr_frames: total as u32,
             node_end,
             present_sections: 0,
@@ -169,14 +186,18 @@ impl FrameTable {
     /// The frame `pfn`, whose section must be initialised (__pfn_to_page).
     #[inline]
     pub fn get(&self, pfn: u32) -> &Page {
-        use crate::mm::sparse::{PAGE_SECTION_MASK, PFN_SECTION_SHIFT};
-        &self.sections[(pfn >> PFN_SECTION_SHIFT) as usize][(pfn & PAGE_SECTION_MASK) as usize]
+        match &self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+            Some(s) => &s[(pfn & PAGE_SECTION_MASK) as usize],
+            None => section_not_present(pfn),
+        }
     }
 
     #[inline]
     pub fn get_mut(&mut self, pfn: u32) -> &mut Page {
-        use crate::mm::sparse::{PAGE_SECTION_MASK, PFN_SECTION_SHIFT};
-        &mut self.sections[(pfn >> PFN_SECTION_SHIFT) as usize][(pfn & PAGE_SECTION_MASK) as usize]
+        match &mut self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+            Some(s) => &mut s[(pfn & PAGE_SECTION_MASK) as usize],
+            None => section_not_present(pfn),
+        }
     }
 
     /// Frames of the machine, initialised or not.

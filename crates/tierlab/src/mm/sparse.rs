@@ -12,6 +12,11 @@ pub const PFN_SECTION_SHIFT: u32 = 15;
 /// PAGES_PER_SECTION: 32768 frames, 128 MiB.
 pub const PAGES_PER_SECTION: u32 = 1 << PFN_SECTION_SHIFT;
 pub const PAGE_SECTION_MASK: u32 = PAGES_PER_SECTION - 1;
+/// NR_MEM_SECTIONS: sections enough for every u32 pfn (16 TiB), 8 bytes each.
+pub const NR_MEM_SECTIONS: usize = 1 << (32 - PFN_SECTION_SHIFT);
+
+/// One section's frames (its part of the memmap).
+pub type Section = Box<[Page; PAGES_PER_SECTION as usize]>;
 
 /// pfn_to_section_nr()
 #[inline]
@@ -59,20 +64,21 @@ impl FrameTable {
     /// sparse_init_one_section() + memmap_init_range(): allocate section `nr`'s frames and
     /// stamp each with its node (set_page_node); no-op when already present.
     pub fn init_section(&mut self, nr: usize) {
-        if !self.sections[nr].is_empty() {
+        if self.sections[nr].is_some() {
             return;
         }
         let base = section_nr_to_pfn(nr);
         let end = (base as u64 + PAGES_PER_SECTION as u64).min(self.len() as u64) as u32;
-        let mut pages = vec![Page::EMPTY; (end - base) as usize].into_boxed_slice();
+        let pages: Box<[Page]> = vec![Page::EMPTY; PAGES_PER_SECTION as usize].into_boxed_slice();
+        let mut pages: Section = pages.try_into().expect("PAGES_PER_SECTION frames");
         let mut node = self.node_end.partition_point(|&e| e <= base);
-        for (i, p) in pages.iter_mut().enumerate() {
+        for (i, p) in pages[..(end - base) as usize].iter_mut().enumerate() {
             while base + i as u32 >= self.node_end[node] {
                 node += 1;
             }
             p.node = node as u8;
         }
-        self.sections[nr] = pages;
+        self.sections[nr] = Some(pages);
         self.present_sections += 1;
     }
 
@@ -89,17 +95,24 @@ impl FrameTable {
     /// Is frame `pfn`'s section initialised (pfn_valid/online_section)?
     #[inline]
     pub fn initialised(&self, pfn: u32) -> bool {
-        (self.sections.get(pfn_to_section_nr(pfn))).is_some_and(|s| !s.is_empty())
+        self.sections[pfn_to_section_nr(pfn)].is_some()
     }
 
     /// Sections in the machine (present or not): the section pointer table's length.
     pub fn nr_sections(&self) -> usize {
-        self.sections.len()
+        self.nr_sections
     }
 
-    /// Section `nr`'s frames; empty until initialised.
+    /// Section `nr`'s frames (those below the machine's end); empty until initialised.
     pub fn section(&self, nr: usize) -> &[Page] {
-        &self.sections[nr]
+        let base = section_nr_to_pfn(nr) as u64;
+        let len = (self.len() as u64)
+            .saturating_sub(base)
+            .min(PAGES_PER_SECTION as u64);
+        match &self.sections[nr] {
+            Some(s) => &s[..len as usize],
+            None => &[],
+        }
     }
 
     /// Sections initialised so far.
@@ -109,9 +122,9 @@ impl FrameTable {
 
     /// Every initialised frame with its pfn, in pfn order (for_each_valid_pfn).
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Page)> + '_ {
-        (self.sections.iter().enumerate()).flat_map(|(nr, s)| {
+        (0..self.nr_sections).flat_map(|nr| {
             let base = section_nr_to_pfn(nr);
-            s.iter().enumerate().map(move |(i, p)| (base + i as u32, p))
+            (self.section(nr).iter().enumerate()).map(move |(i, p)| (base + i as u32, p))
         })
     }
 
@@ -123,9 +136,9 @@ impl FrameTable {
         } else {
             first
         };
-        (first..last.min(self.sections.len())).flat_map(move |nr| {
+        (first..last.min(self.nr_sections)).flat_map(move |nr| {
             let base = section_nr_to_pfn(nr);
-            (self.sections[nr].iter().enumerate())
+            (self.section(nr).iter().enumerate())
                 .map(move |(i, p)| (base + i as u32, p))
                 .filter(move |&(pfn, _)| pfn >= start && pfn < end)
         })
@@ -133,12 +146,8 @@ impl FrameTable {
 
     /// Host bytes of the frame table: the section pointer table and the present sections.
     pub fn host_bytes(&self) -> usize {
-        self.sections.len() * std::mem::size_of::<Box<[Page]>>()
-            + self
-                .sections
-                .iter()
-                .map(|s| std::mem::size_of_val(&**s))
-                .sum::<usize>()
+        std::mem::size_of::<[Option<Section>; NR_MEM_SECTIONS]>()
+            + self.present_sections * std::mem::size_of::<[Page; PAGES_PER_SECTION as usize]>()
     }
 }
 
@@ -176,7 +185,7 @@ mod tests {
         let ft = FrameTable::new(&[1 << 30]);
         assert_eq!(ft.nr_sections(), 32_768);
         assert_eq!(ft.present_sections(), 0);
-        assert!(ft.host_bytes() <= 32_768 * 16);
+        assert!(ft.host_bytes() <= 1 << 20);
     }
 
     #[test]
