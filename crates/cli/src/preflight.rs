@@ -17,7 +17,8 @@ pub const MAX_SIM_SECONDS: f64 = 3600.0;
 /// million is about a gigabyte.
 pub const MAX_SAMPLES: f64 = 1e6;
 /// Host memory a run may need unprompted: twice the estimate for the largest shipped machine
-/// (pcp_kbuild, 256 GiB simulated: 4 GiB estimated, 2.2 GB measured).
+/// whose workload gives no footprint (pcp_kbuild, 256 GiB simulated: 4 GiB estimated; 2.2 GB
+/// measured with every frame initialised at boot, 288 MiB with sections made as used).
 pub const MAX_HOST_BYTES: f64 = 8.0 * GIB;
 /// Host bytes per simulated 4 KiB frame the run initialises: the 32-byte struct page, an
 /// 8-byte PTE and the LRU, reverse-map and per-node bookkeeping a mapped page carries

@@ -5,7 +5,6 @@
 use crate::arch::Arch;
 use crate::check::Checker;
 use crate::config::Config;
-use crate::cost::CostTable;
 use crate::kernel::{Kernel, Timers};
 use crate::mm::filemap::PageCacheFile;
 use crate::mm::lowmem_reserve::{lower_free, lower_zones};
@@ -95,8 +94,7 @@ impl Kernel {
 
         // The zero page is reserved at boot, outside every LRU.
         let zero_pfn = {
-            let cost = CostTable::default();
-            let (pfn, _) = zones[0].alloc_pages_buddy(&mut frames, 0, 0, &cost);
+            let pfn = zones[0].alloc_pages_boot(&mut frames, 0);
             let pfn = pfn.expect("node 0 has a free page at boot");
             frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
             pfn
@@ -105,16 +103,15 @@ impl Kernel {
         // Memory the kernel holds from boot on each node (reserved_mib): taken from the buddy
         // allocator like the zero page, never on an LRU.
         for (n, zone) in zones.iter_mut().enumerate() {
-            let cost = CostTable::default();
             for _ in 0..m.nodes[n].reserved_mib * 256 {
-                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = zone.alloc_pages_boot(&mut frames, 0);
                 let pfn = pfn.expect("validation checked reserved_mib against the capacity");
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
             }
             // The lower zones' free pages that user allocations leave alone: set aside.
             for _ in 0..lower_free(&lower_zones[n]) {
-                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = zone.alloc_pages_boot(&mut frames, 0);
                 let pfn = pfn.expect("a lower zone's pages are part of the node's capacity");
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;

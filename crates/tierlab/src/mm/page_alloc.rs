@@ -542,6 +542,15 @@ impl Zone {
         (pfn, wait + hold)
     }
 
+    /// Boot's allocation (memblock-era, before the workload's time 0): rmqueue_buddy without
+    /// the lock's calendar, which boot's burst of allocations at one instant would walk
+    /// whole each time; boot resets the lock afterwards, so nothing timed is lost.
+    pub fn alloc_pages_boot(&mut self, frames: &mut FrameTable, order: usize) -> Option<u32> {
+        let pfn = self.rmqueue_smallest(frames, order)?;
+        frames.get_mut(pfn).order = order as u8;
+        Some(pfn)
+    }
+
     /// __free_one_page(): free a 2^order block straight to buddy, merging with free buddies
     /// (buddy = rel ^ (1 << order) with rel = pfn - start_pfn; never across the zone end).
     /// Untimed and uncounted: the caller holds the lock conceptually and accounts pgfree.
