@@ -1462,6 +1462,80 @@ mod tests {
         check(z, &frames);
     }
 
+    /// A zone whose deferred blocks were all pulled in at boot: the free lists the kernel
+    /// builds without CONFIG_DEFERRED_STRUCT_PAGE_INIT (every max-order block on the list
+    /// tail in pfn order).
+    fn eager_zone(nid: u8, start: u32, pages: u64, frames: &mut FrameTable) -> Zone {
+        let mut z = Zone::new(nid, start, pages, 2, frames);
+        while z.deferred_grow_zone(frames) {}
+        assert_eq!(z.nr_deferred_pages(), 0);
+        z
+    }
+
+    #[test]
+    fn a_lazily_grown_zone_hands_out_the_eager_pfn_sequence() {
+        // Three sections and an odd tail, starting at an unaligned pfn, so blocks straddle
+        // section boundaries; orders 0, 3 (pcp), 9 (THP lists) and 10 (buddy).
+        let pages = 3 * 32_768 + 1029;
+        let build = |eager: bool| {
+            let mut frames = FrameTable::new(&[7, pages]);
+            let mut zones = vec![if eager {
+                eager_zone(1, 7, pages, &mut frames)
+            } else {
+                Zone::new(1, 7, pages, 2, &mut frames)
+            }];
+            setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(pages), 10);
+            setup_zone_pagesets(&mut zones, &[2], 2, 0);
+            (frames, zones.pop().unwrap())
+        };
+        let (mut lf, mut lazy) = build(false);
+        let (mut ef, mut eager) = build(true);
+        assert_eq!(lazy.nr_free, eager.nr_free);
+        assert_eq!(counts(&lazy), counts(&eager));
+        let c = cost();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u32
+        };
+        let mut held: Vec<(u32, usize)> = vec![];
+        for step in 0..40_000u64 {
+            let cpu = (rnd() % 2) as usize;
+            let now = step * 1_000;
+            let r = rnd() % 100;
+            if r < 60 || held.is_empty() {
+                let order = [0, 0, 0, 3, 9, 10][rnd() as usize % 6];
+                let (a, _) = lazy.rmqueue(&mut lf, cpu, order, now, &c, lazy.wmark.min);
+                let (b, _) = eager.rmqueue(&mut ef, cpu, order, now, &c, eager.wmark.min);
+                assert_eq!(a, b, "step {step}: order {order}");
+                if let Some(pfn) = a {
+                    held.push((pfn, order));
+                }
+            } else if r < 98 {
+                let (pfn, order) = held.swap_remove(rnd() as usize % held.len());
+                lazy.free_unref_page(&mut lf, cpu, pfn, order, now, &c);
+                eager.free_unref_page(&mut ef, cpu, pfn, order, now, &c);
+            } else {
+                lazy.drain_pages(&mut lf, cpu, now, &c);
+                eager.drain_pages(&mut ef, cpu, now, &c);
+            }
+            assert_eq!(lazy.nr_free, eager.nr_free, "step {step}");
+        }
+        assert_eq!(counts(&lazy), counts(&eager));
+        // `check` follows the order-0 pageset lists only: empty them all first
+        for cpu in 0..2 {
+            lazy.drain_pages(&mut lf, cpu, 0, &c);
+            eager.drain_pages(&mut ef, cpu, 0, &c);
+        }
+        assert_eq!(counts(&lazy), counts(&eager));
+        assert_eq!(lazy.nr_free, eager.nr_free);
+        check(&lazy, &lf);
+        check(&eager, &ef);
+        assert!(lf.present_sections() <= ef.present_sections());
+    }
+
     #[test]
     #[should_panic(expected = "double free")]
     fn double_free_is_caught_in_debug_builds() {
