@@ -205,13 +205,14 @@ impl Zone {
     pub fn deferred_grow_zone(&mut self, frames: &mut FrameTable) -> bool {
         use crate::mm::page::pg;
         use crate::mm::page_alloc::MAX_PAGE_ORDER;
-        use crate::mm::sparse::{pfn_to_section_nr, section_nr_to_pfn};
+        use crate::mm::sparse::PFN_SECTION_SHIFT;
         if self.first_deferred >= self.deferred_end {
             return false;
         }
         let block = 1u64 << MAX_PAGE_ORDER;
         let first = self.start_pfn as u64 + self.first_deferred;
-        let section_end = section_nr_to_pfn(pfn_to_section_nr(first as u32) + 1) as u64;
+        // in u64: the last section of a 16 TiB machine ends at 2^32
+        let section_end = ((first >> PFN_SECTION_SHIFT) + 1) << PFN_SECTION_SHIFT;
         loop {
             let pfn = (self.start_pfn as u64 + self.first_deferred) as u32;
             frames.init_range(pfn, pfn + block as u32);
