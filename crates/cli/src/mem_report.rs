@@ -5,16 +5,18 @@
 
 use tierlab::{Config, RunResult, Simulation};
 
-/// Run as `simulate` does, also returning the wall seconds before the first simulated access
-/// (the workload built, the machine booted, the run loop about to start).
+/// Run as `simulate_watched` does with a quiet watcher (Ctrl-C still ends the run cleanly),
+/// also returning the wall seconds before the first simulated access (the workload built,
+/// the machine booted, the run loop about to start).
 pub fn simulate_timed(cfg: Config, origin: &str) -> Result<(RunResult, f64), String> {
     let started = std::time::Instant::now();
     let workload = workloads::build(&cfg, origin).map_err(|e| e.to_string())?;
     let mut sim = Simulation::new(cfg, workload).map_err(|e| format!("{origin}: {e}"))?;
     let startup = started.elapsed().as_secs_f64();
-    let result = sim
-        .run(&mut |_| {})
-        .map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+    let mut watcher = crate::watch::Watch::new(true, None);
+    let result = sim.run_watched(&mut |s, now| watcher.look(s, now));
+    watcher.finish();
+    let result = result.map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
     Ok((result, startup))
 }
 
