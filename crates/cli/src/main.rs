@@ -4,6 +4,7 @@ mod bench;
 mod compare;
 mod csv_out;
 mod knobs;
+mod mem_report;
 mod preflight;
 mod report;
 mod reproduce;
@@ -223,10 +224,6 @@ fn load_checked(
     Ok((cfg, origin))
 }
 
-fn simulate(cfg: Config, origin: &str, show_progress: bool) -> Result<RunResult, String> {
-    simulate_watched(cfg, origin, &mut watch::Watch::new(!show_progress, None))
-}
-
 /// Run with a watcher: progress, interval lines, and Ctrl-C stopping the run cleanly.
 fn simulate_watched(
     cfg: Config,
@@ -372,7 +369,7 @@ fn bench(
         let (cfg, origin) = load_checked(scenario.as_deref(), &sets, yes)?;
         debug_assert_eq!(cfg.sim.check_level(), CheckLevel::Off);
         reference.prepare(&cfg, &origin)?;
-        let result = simulate(cfg, &origin, false)?;
+        let (result, startup) = mem_report::simulate_timed(cfg, &origin)?;
         let (acc, wall) = (result.accesses, result.wall_seconds);
         let frames: u64 = result.nodes.iter().map(|n| n.capacity_pages).sum();
         let rate = acc as f64 / wall;
@@ -387,6 +384,7 @@ fn bench(
             frames,
             result.frame_bytes
         );
+        println!("{}", mem_report::line(startup));
         // Alternating with the runs, so both see the same load on a shared machine.
         reference.time(i + 1, &result);
     }

@@ -1,5 +1,6 @@
 //! Before a run: its estimated size (accesses, simulated seconds, timeline samples, host memory
-//! for the frame table and page tables). A machine that cannot fit in the host's memory is
+//! for the frame table and page tables, which grow with the memory the workload uses: the
+//! section pointer table for the whole machine, frames only where used). A machine that cannot fit in the host's memory is
 //! refused outright; a run above the thresholds below is refused unless `--yes` is given or
 //! `sim.max_seconds` bounds it, so a mistyped count fails in a second instead of running for
 //! hours. Every shipped scenario, and `tierlab run` with no arguments, is far below them.
@@ -16,12 +17,21 @@ pub const MAX_SIM_SECONDS: f64 = 3600.0;
 /// million is about a gigabyte.
 pub const MAX_SAMPLES: f64 = 1e6;
 /// Host memory a run may need unprompted: twice the estimate for the largest shipped machine
-/// (pcp_kbuild, 256 GiB simulated: 4 GiB estimated, 2.2 GB measured).
+/// whose workload gives no footprint (pcp_kbuild, 256 GiB simulated: 4 GiB estimated; 2.2 GB
+/// measured with every frame initialised at boot, 288 MiB with sections made as used).
 pub const MAX_HOST_BYTES: f64 = 8.0 * GIB;
-/// Host bytes per simulated 4 KiB frame: the 32-byte struct page, an 8-byte PTE and the
-/// LRU, reverse-map and per-node bookkeeping a mapped page carries (measured: pcp_kbuild's
-/// max RSS is 2.2 GB for 67M frames, 33 bytes each; 64 leaves room for mapped pages).
+/// Host bytes per simulated 4 KiB frame the run initialises: the 32-byte struct page, an
+/// 8-byte PTE and the LRU, reverse-map and per-node bookkeeping a mapped page carries
+/// (measured: pcp_kbuild's max RSS was 2.2 GB for 67M frames, 33 bytes each, when every frame
+/// was initialised at boot; 64 leaves room for mapped pages).
 pub const HOST_BYTES_PER_FRAME: f64 = 64.0;
+/// Host bytes of one entry of the section pointer table (a boxed slice), present or not.
+pub const HOST_BYTES_PER_SECTION: f64 = 16.0;
+/// Frames per section (PAGES_PER_SECTION): a touched frame initialises its whole section.
+const FRAMES_PER_SECTION: f64 = tierlab::mm::sparse::PAGES_PER_SECTION as f64;
+/// Frames boot may take besides reserved_mib and the pagesets: the x86 lower zones' free
+/// pages set aside (ZONE_DMA32 ends at 4 GiB).
+const BOOT_FRAMES: f64 = (1u64 << 20) as f64;
 /// When /proc/meminfo cannot be read: assume 8 GiB free, a small build machine.
 pub const FALLBACK_HOST_BYTES: f64 = 8.0 * GIB;
 
@@ -35,15 +45,34 @@ fn host_available() -> Option<f64> {
     Some(kib * 1024.0)
 }
 
-/// Host bytes the simulated machine's frames and page tables need.
-pub fn host_bytes(cfg: &Config) -> f64 {
-    let mib: f64 = cfg
-        .machine
-        .nodes
+/// Frames the run may initialise: those boot takes, and twice the workload's footprint (a
+/// page may live on two nodes in turn, and freed frames are not always reused), each rounded
+/// up to whole sections per node; the whole machine when the workload does not say.
+pub fn touched_frames(cfg: &Config) -> f64 {
+    let nodes = &cfg.machine.nodes;
+    let capacity: f64 = nodes.iter().map(|n| n.capacity_mib as f64 * 256.0).sum();
+    let Some(footprint) = workloads::estimate::footprint_pages(cfg) else {
+        return capacity;
+    };
+    let boot: f64 = nodes
         .iter()
-        .map(|n| n.capacity_mib as f64)
+        .map(|n| {
+            n.reserved_mib as f64 * 256.0 + n.boot_pcp_count.iter().map(|&c| c as f64).sum::<f64>()
+        })
+        .sum::<f64>()
+        + BOOT_FRAMES;
+    let rounding = 2.0 * nodes.len() as f64 * FRAMES_PER_SECTION;
+    (2.0 * footprint + boot + rounding).min(capacity)
+}
+
+/// Host bytes the simulated machine's frame table and page tables need: the section pointer
+/// table for the whole machine, and the frames the run may initialise.
+pub fn host_bytes(cfg: &Config) -> f64 {
+    let capacity: f64 = (cfg.machine.nodes.iter())
+        .map(|n| n.capacity_mib as f64 * 256.0)
         .sum();
-    mib * 256.0 * HOST_BYTES_PER_FRAME
+    (capacity / FRAMES_PER_SECTION).ceil() * HOST_BYTES_PER_SECTION
+        + touched_frames(cfg) * HOST_BYTES_PER_FRAME
 }
 
 fn gib(b: f64) -> String {
@@ -59,9 +88,11 @@ pub fn check(cfg: &Config, origin: &str, sets: &[String], yes: bool) -> Result<(
     };
     if need > avail {
         let msg = format!(
-            "the frame table and page tables of {} MiB of simulated memory need about {} of \
-             host memory ({} bytes per 4 KiB frame), more than the {} this host has free \
-             ({source}); shrink capacity_mib",
+            "the frame table and page tables of the {:.0} MiB this run may touch, of {} MiB \
+             of simulated memory, need about {} of host memory ({} bytes per 4 KiB frame \
+             used), more than the {} this host has free ({source}); shrink the workload or \
+             capacity_mib",
+            touched_frames(cfg) / 256.0,
             cfg.machine
                 .nodes
                 .iter()
@@ -142,6 +173,28 @@ mod tests {
             let over = over_thresholds(&cfg);
             assert!(over.is_empty(), "{}: {over:?}", f.display());
         }
+    }
+
+    /// The lazy frame table: a 1 TiB or 4 TiB machine whose workload touches 4 GiB needs the
+    /// section pointers and the touched frames, not 64 bytes for each of 2^28 or 2^30 frames.
+    #[test]
+    fn a_big_machine_needs_what_its_workload_touches() {
+        let big = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/big_machine.toml");
+        for cxl_mib in [786_432u64, 3_932_160] {
+            let sets = [format!("machine.nodes.1.capacity_mib={cxl_mib}")];
+            let cfg = Config::load(&big, &sets).unwrap();
+            let need = host_bytes(&cfg);
+            assert!(need < 0.5 * GIB, "{} GiB", need / GIB);
+            // 4 GiB written: the frames of twice that and boot's, within whole sections
+            let touched = touched_frames(&cfg);
+            assert!((2.0 * 4.0 * 262_144.0..4.0 * 1_048_576.0).contains(&touched));
+            assert!(over_thresholds(&cfg).is_empty());
+        }
+        // A workload type without a footprint: the whole machine, as before.
+        let xs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/pcp_kbuild.toml");
+        let cfg = Config::load(&xs, &[]).unwrap();
+        let mib: u64 = cfg.machine.nodes.iter().map(|n| n.capacity_mib).sum();
+        assert_eq!(touched_frames(&cfg), mib as f64 * 256.0);
     }
 
     #[test]

@@ -122,9 +122,32 @@ fn rows(dir: &Path) -> Vec<Row> {
     let deep_value = format!("a={}{}", "[".repeat(30_000), "]".repeat(30_000));
     let mut r = vec![
         // --- the issue's own cases ---
-        // 16 GiB of host memory: over the --yes threshold, or over what a small host has.
-        set("machine.nodes.0.capacity_mib=1048576", "machine.nodes"),
-        set("machine.nodes.0.capacity_mib=16000000", "machine.nodes"),
+        // A machine larger than the host is fine (its frames are initialised as used); a
+        // workload whose frames the host cannot hold on it is not.
+        cli(
+            &[
+                "run",
+                XS,
+                "--quiet",
+                "--set",
+                "machine.nodes.0.capacity_mib=4194304",
+                "--set",
+                "workload.gridpoints=100000000",
+            ],
+            &[XS, "--set", "machine.nodes", "may touch"],
+        ),
+        cli(
+            &[
+                "run",
+                XS,
+                "--quiet",
+                "--set",
+                "machine.nodes.0.capacity_mib=16000000",
+                "--set",
+                "workload.gridpoints=100000000",
+            ],
+            &[XS, "--set", "machine.nodes", "may touch"],
+        ),
         set(
             "machine.nodes.0.cpus=\"0-4294967295\"",
             "machine.nodes[0].cpus",

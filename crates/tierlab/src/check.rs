@@ -7,6 +7,7 @@ use crate::machine::Machine;
 use crate::mm::mmzone::{lru_index, NR_LRU_LISTS};
 use crate::mm::page::pg;
 use crate::mm::pgtable::{pte, PAGE_SHIFT};
+use crate::mm::sparse::PerFrame;
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -187,6 +188,8 @@ impl Kernel {
     }
 
     /// How many frames and page-table entries a full check walks: the size its cost follows.
+    /// The frames counted are the machine's (as before sections were initialised lazily),
+    /// so the check schedule does not change; the walk itself covers present sections only.
     pub fn check_items(&self) -> u64 {
         self.frames.len() as u64
             + (self.mms.iter())
@@ -289,10 +292,11 @@ impl Kernel {
                     buddy += 1 << order;
                 }
             }
+            // The deferred max-order blocks are free pages no list holds yet.
+            buddy += zone.nr_deferred_pages();
             let pcp = zone.pcp_pages();
-            let used = self.frames.pages[start as usize..end as usize]
-                .iter()
-                .filter(|p| p.has(pg::USED))
+            let used = (self.frames.iter_range(start, end))
+                .filter(|(_, p)| p.has(pg::USED))
                 .count() as u64;
             if buddy != zone.nr_free || buddy + pcp + used != total {
                 self.checker.report(Violation::FrameConservation {
@@ -309,7 +313,7 @@ impl Kernel {
 
     /// A present PTE maps an in-use frame whose owner record points back; mapcounts agree.
     fn check_rmap(&mut self, when: &str) {
-        let mut mapcount = vec![0u32; self.frames.len()];
+        let mut mapcount = PerFrame::new(&self.frames, 0u32);
         for mm in 0..self.mms.len() {
             let ptes: Vec<(u32, u64)> = self.mms[mm].pgtable.iter().collect();
             for (vpn, p) in ptes {
@@ -320,8 +324,18 @@ impl Kernel {
                 if self.is_zero_pfn(pfn) {
                     continue;
                 }
+                if !self.frames.initialised(pfn) {
+                    self.checker.report(Violation::Rmap {
+                        when: when.into(),
+                        detail: format!(
+                            "mm {mm} address {:#x} maps frame {pfn}, in a section never initialised",
+                            (vpn as u64) << PAGE_SHIFT
+                        ),
+                    });
+                    continue;
+                }
                 let page = *self.frames.get(pfn);
-                mapcount[pfn as usize] += 1;
+                mapcount[pfn] += 1;
                 let ok = page.has(pg::USED)
                     && if page.has(pg::ANON) {
                         page.index == vpn
@@ -347,15 +361,11 @@ impl Kernel {
                 }
             }
         }
-        let wrong: Vec<String> = self
-            .frames
-            .pages
-            .iter()
-            .enumerate()
-            .filter(|(pfn, page)| {
-                !self.is_zero_pfn(*pfn as u32)
+        let wrong: Vec<String> = (self.frames.iter())
+            .filter(|&(pfn, page)| {
+                !self.is_zero_pfn(pfn)
                     && page.has(pg::USED)
-                    && page.mapcount as u32 != mapcount[*pfn]
+                    && page.mapcount as u32 != mapcount[pfn]
             })
             .map(|(pfn, page)| {
                 format!(
@@ -386,7 +396,7 @@ impl Kernel {
     /// With MGLRU: on exactly one generation list, with the generation accounting of
     /// `lru_gen_check`.
     fn check_lru(&mut self, when: &str) {
-        let mut seen = vec![0u8; self.frames.len()];
+        let mut seen = PerFrame::new(&self.frames, 0u8);
         for n in 0..self.nodes.len() {
             if self.lru_gen_on(n) {
                 for d in self.lru_gen_check(n) {
@@ -398,7 +408,7 @@ impl Kernel {
                 for lists in self.nodes[n].lrugen.folios {
                     for list in lists {
                         for pfn in self.frames.list_iter(&list) {
-                            seen[pfn as usize] += 1;
+                            seen[pfn] += 1;
                             let p = self.frames.get(pfn);
                             if !p.has(pg::LRU) || p.node as usize != n {
                                 self.checker.report(Violation::LruMembership {
@@ -417,7 +427,7 @@ impl Kernel {
             for lru in 0..NR_LRU_LISTS {
                 let list = self.nodes[n].lru[lru];
                 for pfn in self.frames.list_iter(&list) {
-                    seen[pfn as usize] += 1;
+                    seen[pfn] += 1;
                     let p = self.frames.get(pfn);
                     if !p.has(pg::LRU)
                         || lru_index(p.has(pg::SWAPBACKED), p.has(pg::ACTIVE)) != lru
@@ -434,14 +444,8 @@ impl Kernel {
                 }
             }
         }
-        let wrong: Vec<String> = self
-            .frames
-            .pages
-            .iter()
-            .enumerate()
-            .filter(|(pfn, p)| {
-                !self.is_zero_pfn(*pfn as u32) && p.has(pg::USED) && !p.has(pg::RESERVED)
-            })
+        let wrong: Vec<String> = (self.frames.iter())
+            .filter(|&(pfn, p)| !self.is_zero_pfn(pfn) && p.has(pg::USED) && !p.has(pg::RESERVED))
             .filter_map(|(pfn, p)| {
                 let expected = u8::from(!p.has(pg::ISOLATED));
                 (seen[pfn] != expected).then(|| {

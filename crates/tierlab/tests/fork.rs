@@ -110,18 +110,18 @@ fn exit_frees_the_child_and_the_parent_reuses_its_pages_without_copying() {
         "64 first touches, the child's 16 copies, its order-1 PGD and its one PTE table"
     );
     // Its PGD and PTE table went back at exit: the kernel holds no frame for it.
-    let kernel_frames = (sim.k.frames.pages.iter())
-        .filter(|p| p.has(pg::USED) && p.has(pg::RESERVED))
+    let kernel_frames = (sim.k.frames.iter())
+        .filter(|(_, p)| p.has(pg::USED) && p.has(pg::RESERVED))
         .count();
     let boot = run(Program::new(vec![Op::Sleep(1_000_000_000)], vec![]), "0.01");
-    let at_boot = (boot.k.frames.pages.iter())
-        .filter(|p| p.has(pg::USED) && p.has(pg::RESERVED))
+    let at_boot = (boot.k.frames.iter())
+        .filter(|(_, p)| p.has(pg::USED) && p.has(pg::RESERVED))
         .count();
     assert_eq!(kernel_frames, at_boot, "the child's page tables were freed");
     assert!(sim.k.mms[1].dead);
     assert_eq!(sim.k.mms[1].rss_anon, 0);
-    let used = (sim.k.frames.pages.iter())
-        .filter(|p| p.has(pg::USED) && p.has(pg::ANON))
+    let used = (sim.k.frames.iter())
+        .filter(|(_, p)| p.has(pg::USED) && p.has(pg::ANON))
         .count() as u64;
     assert_eq!(used, PAGES, "only the parent's pages are in use");
     for i in 0..PAGES {

@@ -141,7 +141,8 @@ fn once_kswapd_has_its_target_the_smaller_type_stops_and_the_other_is_cut_to_mat
 fn kswapd_deactivates_anon_at_the_top_of_each_priority_when_the_inactive_list_is_low() {
     let mut sim = dram_with(0, 3000);
     // Every anon page on DRAM active: the inactive anon list is low.
-    for pfn in 0..sim.k.frames.len() as u32 {
+    let pfns: Vec<u32> = sim.k.frames.iter().map(|(pfn, _)| pfn).collect();
+    for pfn in pfns {
         let p = sim.k.frames.get(pfn);
         if p.node == 0 && p.has(pg::LRU) && p.has(pg::SWAPBACKED) && !p.has(pg::ACTIVE) {
             sim.k.folio_activate(pfn);

@@ -157,3 +157,47 @@ pub fn estimate(cfg: &Config) -> Estimate {
         capped,
     }
 }
+
+/// Pages the workload's data occupies when every byte is touched: the scripted regions, the
+/// cache's file and heap, the XSBench grids; None when the workload type does not say (the
+/// caller then assumes the whole machine). It bounds the frames a run initialises, since the
+/// frame table grows with what is used (tierlab's mm/sparse.rs).
+pub fn footprint_pages(cfg: &Config) -> Option<f64> {
+    let w = &cfg.workload;
+    let num = |t: &toml::Table, k: &str| -> Option<f64> {
+        match t.get(k)? {
+            toml::Value::Integer(i) => Some(*i as f64),
+            toml::Value::Float(f) => Some(*f),
+            _ => None,
+        }
+    };
+    match w.get("type").and_then(|v| v.as_str()).unwrap_or("") {
+        "scripted" => {
+            let regions = w.get("regions").and_then(|v| v.as_array());
+            let pages = (regions.into_iter().flatten().filter_map(|r| r.as_table()))
+                .map(|r| {
+                    num(r, "size_mib").map(|m| m * 256.0).unwrap_or_else(|| {
+                        num(r, "size_kib").map_or(num(r, "pages").unwrap_or(0.0), |k| k / 4.0)
+                    })
+                })
+                .sum::<f64>();
+            Some(pages)
+        }
+        "cache" => {
+            let threads = num(w, "threads").unwrap_or(1.0).max(1.0);
+            let file = num(w, "file_mib").unwrap_or(1024.0);
+            let anon = num(w, "anon_mib").unwrap_or(1024.0);
+            Some((file + anon * threads) * 256.0)
+        }
+        "xsbench" => {
+            let large = w.get("size").and_then(|v| v.as_str()) != Some("small");
+            let isotopes = if large { 355.0 } else { 68.0 };
+            let grid = num(w, "gridpoints").unwrap_or(11_303.0) * num(w, "scale").unwrap_or(1.0);
+            // nuclide grids (48 B a point), the unionized energy grid and its index grid
+            // (one energy and one u32 per isotope per union point)
+            let points = grid * isotopes;
+            Some((points * 48.0 + points * 8.0 + points * isotopes * 4.0) / 4096.0)
+        }
+        _ => None,
+    }
+}

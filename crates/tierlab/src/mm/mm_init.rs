@@ -5,7 +5,6 @@
 use crate::arch::Arch;
 use crate::check::Checker;
 use crate::config::Config;
-use crate::cost::CostTable;
 use crate::kernel::{Kernel, Timers};
 use crate::mm::filemap::PageCacheFile;
 use crate::mm::lowmem_reserve::{lower_free, lower_zones};
@@ -95,8 +94,7 @@ impl Kernel {
 
         // The zero page is reserved at boot, outside every LRU.
         let zero_pfn = {
-            let cost = CostTable::default();
-            let (pfn, _) = zones[0].alloc_pages_buddy(&mut frames, 0, 0, &cost);
+            let pfn = zones[0].alloc_pages_boot(&mut frames, 0);
             let pfn = pfn.expect("node 0 has a free page at boot");
             frames.get_mut(pfn).flags = crate::mm::page::pg::USED;
             pfn
@@ -105,16 +103,15 @@ impl Kernel {
         // Memory the kernel holds from boot on each node (reserved_mib): taken from the buddy
         // allocator like the zero page, never on an LRU.
         for (n, zone) in zones.iter_mut().enumerate() {
-            let cost = CostTable::default();
             for _ in 0..m.nodes[n].reserved_mib * 256 {
-                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = zone.alloc_pages_boot(&mut frames, 0);
                 let pfn = pfn.expect("validation checked reserved_mib against the capacity");
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
             }
             // The lower zones' free pages that user allocations leave alone: set aside.
             for _ in 0..lower_free(&lower_zones[n]) {
-                let (pfn, _) = zone.alloc_pages_buddy(&mut frames, 0, 0, &cost);
+                let pfn = zone.alloc_pages_boot(&mut frames, 0);
                 let pfn = pfn.expect("a lower zone's pages are part of the node's capacity");
                 frames.get_mut(pfn).flags =
                     crate::mm::page::pg::USED | crate::mm::page::pg::RESERVED;
@@ -196,5 +193,43 @@ impl Kernel {
         };
         k.setup_demote_wmarks();
         Ok(k)
+    }
+}
+
+impl Zone {
+    /// deferred_grow_zone() → deferred_init_maxorder(): pull the zone's next deferred
+    /// max-order blocks, up to the end of the first one's section, onto the tail of
+    /// free_area[MAX_PAGE_ORDER], initialising their sections (deferred_init_memmap). They
+    /// were counted free from boot, so NR_FREE_PAGES does not change. Returns whether any
+    /// block was left to pull.
+    pub fn deferred_grow_zone(&mut self, frames: &mut FrameTable) -> bool {
+        use crate::mm::page::pg;
+        use crate::mm::page_alloc::MAX_PAGE_ORDER;
+        use crate::mm::sparse::PFN_SECTION_SHIFT;
+        if self.first_deferred >= self.deferred_end {
+            return false;
+        }
+        let block = 1u64 << MAX_PAGE_ORDER;
+        let first = self.start_pfn as u64 + self.first_deferred;
+        // in u64: the last section of a 16 TiB machine ends at 2^32
+        let section_end = ((first >> PFN_SECTION_SHIFT) + 1) << PFN_SECTION_SHIFT;
+        loop {
+            let pfn = (self.start_pfn as u64 + self.first_deferred) as u32;
+            frames.init_range(pfn, pfn + block as u32);
+            let p = frames.get_mut(pfn);
+            p.flags |= pg::BUDDY;
+            p.order = MAX_PAGE_ORDER as u8;
+            frames.list_add_tail(&mut self.free_area[MAX_PAGE_ORDER], pfn);
+            self.first_deferred += block;
+            let next = self.start_pfn as u64 + self.first_deferred;
+            if self.first_deferred >= self.deferred_end || next >= section_end {
+                return true;
+            }
+        }
+    }
+
+    /// Free pages still deferred: on no free list yet, but counted in NR_FREE_PAGES.
+    pub fn nr_deferred_pages(&self) -> u64 {
+        self.deferred_end - self.first_deferred
     }
 }

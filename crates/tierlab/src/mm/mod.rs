@@ -28,6 +28,7 @@ pub mod pcp;
 pub mod pgtable;
 pub mod rmap;
 pub mod shmem;
+pub mod sparse;
 pub mod swap;
 pub mod swapfile;
 pub mod vmscan;

@@ -4,6 +4,10 @@
 //! The same `lru_next`/`lru_prev` links serve the LRU lists, the buddy free lists and the
 //! per-CPU pageset lists, as `page->lru` / `page->buddy_list` / `page->pcp_list` do in Linux.
 
+use crate::mm::sparse::{
+    Section, NR_MEM_SECTIONS, PAGES_PER_SECTION, PAGE_SECTION_MASK, PFN_SECTION_SHIFT,
+};
+
 /// "No frame": the list terminator and the unset owner.
 pub const NIL: u32 = u32::MAX;
 
@@ -76,7 +80,7 @@ pub struct Page {
 }
 
 impl Page {
-    const EMPTY: Page = Page {
+    pub(crate) const EMPTY: Page = Page {
         lru_next: NIL,
         lru_prev: NIL,
         owner: NIL,
@@ -131,57 +135,92 @@ impl ListHead {
     }
 }
 
-/// All frames of the machine, node after node (pfn = index).
+/// All frames of the machine, node after node (pfn = index), in SPARSEMEM sections
+/// initialised on first use (mm/sparse.rs): `get` is one more indexed load than a flat array
+/// (the section table covers every u32 pfn and a section every offset, so neither index is
+/// bounds-checked; what is checked is that the section is present).
 pub struct FrameTable {
-    pub pages: Vec<Page>,
+    /// Section pointer table (mem_section), None until the section is initialised.
+    pub(super) sections: Box<[Option<Section>; NR_MEM_SECTIONS]>,
+    /// Sections the machine spans (present or not).
+    pub(super) nr_sections: usize,
+    /// Frames of the machine (present or not).
+    pub(super) nr_frames: u32,
+    /// First pfn past each node, to stamp a section's frames with their node.
+    pub(super) node_end: Vec<u32>,
+    pub(super) present_sections: usize,
+}
+
+/// The panic of a frame whose section was never initialised: the allocator hands out only
+/// frames of initialised sections, so a caller holding such a pfn has a bug.
+#[cold]
+#[inline(never)]
+fn section_not_present(pfn: u32) -> ! {
+    panic!("frame {pfn}: its section was never initialised (no allocator handed it out)")
 }
 
 impl FrameTable {
-    /// `node_pages[n]` frames for node n, contiguous and in node order.
+    /// `node_pages[n]` frames for node n, contiguous and in node order. Only the section
+    /// pointer table is allocated; sections come with `init_section`.
     pub fn new(node_pages: &[u64]) -> Self {
         let total: u64 = node_pages.iter().sum();
         assert!(total < NIL as u64, "more frames than a u32 pfn can name");
-        let mut pages = vec![Page::EMPTY; total as usize];
-        let mut pfn = 0usize;
-        for (nid, &n) in node_pages.iter().enumerate() {
-            for p in &mut pages[pfn..pfn + n as usize] {
-                p.node = nid as u8;
-            }
-            pfn += n as usize;
+        let mut end = 0u32;
+        let node_end = node_pages
+            .iter()
+            .map(|&n| {
+                end += n as u32;
+                end
+            })
+            .collect();
+        let table: Box<[Option<Section>]> = vec![None; NR_MEM_SECTIONS].into_boxed_slice();
+        FrameTable {
+            sections: table.try_into().expect("NR_MEM_SECTIONS entries"),
+            nr_sections: total.div_ceil(PAGES_PER_SECTION as u64) as usize,
+            nr_frames: total as u32,
+            node_end,
+            present_sections: 0,
         }
-        FrameTable { pages }
     }
 
+    /// The frame `pfn`, whose section must be initialised (__pfn_to_page).
     #[inline]
     pub fn get(&self, pfn: u32) -> &Page {
-        &self.pages[pfn as usize]
+        match &self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+            Some(s) => &s[(pfn & PAGE_SECTION_MASK) as usize],
+            None => section_not_present(pfn),
+        }
     }
 
     #[inline]
     pub fn get_mut(&mut self, pfn: u32) -> &mut Page {
-        &mut self.pages[pfn as usize]
+        match &mut self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+            Some(s) => &mut s[(pfn & PAGE_SECTION_MASK) as usize],
+            None => section_not_present(pfn),
+        }
     }
 
+    /// Frames of the machine, initialised or not.
     pub fn len(&self) -> usize {
-        self.pages.len()
+        self.nr_frames as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
+        self.nr_frames == 0
     }
 
     /// list_add: insert at the head.
     pub fn list_add(&mut self, list: &mut ListHead, pfn: u32) {
         let old = list.head;
         {
-            let p = &mut self.pages[pfn as usize];
+            let p = self.get_mut(pfn);
             p.lru_prev = NIL;
             p.lru_next = old;
         }
         if old == NIL {
             list.tail = pfn;
         } else {
-            self.pages[old as usize].lru_prev = pfn;
+            self.get_mut(old).lru_prev = pfn;
         }
         list.head = pfn;
         list.len += 1;
@@ -191,14 +230,14 @@ impl FrameTable {
     pub fn list_add_tail(&mut self, list: &mut ListHead, pfn: u32) {
         let old = list.tail;
         {
-            let p = &mut self.pages[pfn as usize];
+            let p = self.get_mut(pfn);
             p.lru_next = NIL;
             p.lru_prev = old;
         }
         if old == NIL {
             list.head = pfn;
         } else {
-            self.pages[old as usize].lru_next = pfn;
+            self.get_mut(old).lru_next = pfn;
         }
         list.tail = pfn;
         list.len += 1;
@@ -207,20 +246,20 @@ impl FrameTable {
     /// list_del: unlink `pfn`, which must be on `list`.
     pub fn list_del(&mut self, list: &mut ListHead, pfn: u32) {
         let (prev, next) = {
-            let p = &self.pages[pfn as usize];
+            let p = self.get(pfn);
             (p.lru_prev, p.lru_next)
         };
         if prev == NIL {
             list.head = next;
         } else {
-            self.pages[prev as usize].lru_next = next;
+            self.get_mut(prev).lru_next = next;
         }
         if next == NIL {
             list.tail = prev;
         } else {
-            self.pages[next as usize].lru_prev = prev;
+            self.get_mut(next).lru_prev = prev;
         }
-        let p = &mut self.pages[pfn as usize];
+        let p = self.get_mut(pfn);
         p.lru_next = NIL;
         p.lru_prev = NIL;
         list.len -= 1;
@@ -254,7 +293,7 @@ impl FrameTable {
                 return None;
             }
             let here = cur;
-            cur = self.pages[cur as usize].lru_next;
+            cur = self.get(cur).lru_next;
             Some(here)
         })
     }
@@ -272,6 +311,7 @@ mod tests {
     #[test]
     fn lists_keep_order_and_length() {
         let mut ft = FrameTable::new(&[8]);
+        ft.init_range(0, 8);
         let mut l = ListHead::new();
         ft.list_add(&mut l, 1);
         ft.list_add(&mut l, 2);
@@ -289,8 +329,9 @@ mod tests {
 
     #[test]
     fn frames_are_assigned_to_nodes_in_order() {
-        let ft = FrameTable::new(&[3, 2]);
-        let nodes: Vec<u8> = ft.pages.iter().map(|p| p.node).collect();
+        let mut ft = FrameTable::new(&[3, 2]);
+        ft.init_range(0, 5);
+        let nodes: Vec<u8> = ft.iter().map(|(_, p)| p.node).collect();
         assert_eq!(nodes, vec![0, 0, 0, 1, 1]);
     }
 }

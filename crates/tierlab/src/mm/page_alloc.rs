@@ -8,7 +8,7 @@
 //! frames start at an odd global pfn still gets naturally aligned blocks.
 
 use crate::cost::CostTable;
-use crate::mm::page::{pg, FrameTable, ListHead, NIL};
+use crate::mm::page::{pg, FrameTable, ListHead};
 use crate::mm::pcp::{
     kclamp, order_to_pindex, pcp_allowed_order, pindex_to_order, BOOT_PAGESET_BATCH,
     BOOT_PAGESET_HIGH, NR_PCP_LISTS,
@@ -169,6 +169,11 @@ pub struct Zone {
     pub alloc_zone: u64,
     /// Spanned pages: frames [start_pfn, start_pfn + spanned_pages) belong to the zone.
     spanned_pages: u64,
+    /// Zone-relative first frame of the deferred max-order blocks (pgdat->first_deferred_pfn):
+    /// [first_deferred, deferred_end) is free but not yet on free_area[MAX_PAGE_ORDER].
+    pub(crate) first_deferred: u64,
+    /// Zone-relative end of the max-order blocks.
+    pub(crate) deferred_end: u64,
 }
 
 impl Zone {
@@ -176,17 +181,23 @@ impl Zone {
     /// build the zone over frames [start_pfn, start_pfn+pages) and free every frame into buddy
     /// as the largest aligned blocks (to the list tail, FPI_TO_TAIL). ncpus = CPUs of the whole
     /// machine. Pagesets start as boot pagesets until `setup_zone_pagesets`.
+    ///
+    /// The max-order blocks are deferred (CONFIG_DEFERRED_STRUCT_PAGE_INIT): counted free
+    /// but left off free_area[MAX_PAGE_ORDER], whose tail they form in pfn order, until
+    /// `deferred_grow_zone` (mm_init.rs) pulls them in; only the blocks below max order at
+    /// the zone's end are freed now, and only their sections initialised.
     pub fn new(nid: u8, start_pfn: u32, pages: u64, ncpus: usize, frames: &mut FrameTable) -> Zone {
         assert!(
             start_pfn as u64 + pages <= frames.len() as u64,
             "zone extends past the frame table"
         );
+        let deferred_end = (pages >> MAX_PAGE_ORDER) << MAX_PAGE_ORDER;
         let mut zone = Zone {
             nid,
             start_pfn,
             managed_pages: pages,
             free_area: [ListHead::new(); NR_PAGE_ORDERS],
-            nr_free: 0,
+            nr_free: deferred_end,
             wmark: Watermarks::default(),
             pcp: vec![PerCpuPages::default(); ncpus],
             lock: ZoneLock::default(),
@@ -197,15 +208,11 @@ impl Zone {
             free_high: 0,
             alloc_zone: 0,
             spanned_pages: pages,
+            first_deferred: 0,
+            deferred_end,
         };
-        for pfn in start_pfn..start_pfn + pages as u32 {
-            let p = frames.get_mut(pfn);
-            p.flags &= !(pg::BUDDY | pg::PCP);
-            p.order = 0;
-            p.lru_next = NIL;
-            p.lru_prev = NIL;
-        }
-        let mut rel: u64 = 0;
+        frames.init_range(start_pfn + deferred_end as u32, start_pfn + pages as u32);
+        let mut rel: u64 = deferred_end;
         while rel < pages {
             let mut order = if rel == 0 {
                 MAX_PAGE_ORDER
@@ -278,6 +285,10 @@ impl Zone {
             rel &= buddy_rel;
             order += 1;
         }
+        if to_tail && order == MAX_PAGE_ORDER {
+            // The deferred blocks are the list's tail: this block goes after them.
+            while self.deferred_grow_zone(frames) {}
+        }
         let head = self.start_pfn + rel as u32;
         {
             let p = frames.get_mut(head);
@@ -296,6 +307,9 @@ impl Zone {
     /// and return the unused upper halves to the heads of the lower free lists.
     fn rmqueue_smallest(&mut self, frames: &mut FrameTable, order: usize) -> Option<u32> {
         for cur in order..NR_PAGE_ORDERS {
+            if cur == MAX_PAGE_ORDER && self.free_area[cur].is_empty() {
+                self.deferred_grow_zone(frames);
+            }
             let Some(pfn) = frames.list_pop_head(&mut self.free_area[cur]) else {
                 continue;
             };
@@ -528,6 +542,15 @@ impl Zone {
         (pfn, wait + hold)
     }
 
+    /// Boot's allocation (memblock-era, before the workload's time 0): rmqueue_buddy without
+    /// the lock's calendar, which boot's burst of allocations at one instant would walk
+    /// whole each time; boot resets the lock afterwards, so nothing timed is lost.
+    pub fn alloc_pages_boot(&mut self, frames: &mut FrameTable, order: usize) -> Option<u32> {
+        let pfn = self.rmqueue_smallest(frames, order)?;
+        frames.get_mut(pfn).order = order as u8;
+        Some(pfn)
+    }
+
     /// __free_one_page(): free a 2^order block straight to buddy, merging with free buddies
     /// (buddy = rel ^ (1 << order) with rel = pfn - start_pfn; never across the zone end).
     /// Untimed and uncounted: the caller holds the lock conceptually and accounts pgfree.
@@ -701,6 +724,7 @@ pub fn setup_zone_pagesets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mm::page::NIL;
 
     const GIB_PAGES: u64 = 262_144; // 1 GiB / 4 KiB
 
@@ -726,9 +750,15 @@ mod tests {
                 heads += 1;
             }
         }
-        assert_eq!(buddy_pages, z.nr_free, "nr_free == pages on free lists");
-        let flagged = (z.start_pfn..z.end_pfn())
-            .filter(|&p| frames.get(p).has(pg::BUDDY))
+        // the deferred max-order blocks: free, on no list yet, frames maybe uninitialised
+        assert_eq!(z.nr_deferred_pages() % (1 << MAX_PAGE_ORDER), 0);
+        assert_eq!(
+            buddy_pages + z.nr_deferred_pages(),
+            z.nr_free,
+            "nr_free == pages on free lists + deferred"
+        );
+        let flagged = (frames.iter_range(z.start_pfn, z.end_pfn()))
+            .filter(|(_, p)| p.has(pg::BUDDY))
             .count() as u64;
         assert_eq!(flagged, heads, "only block heads carry PG_buddy");
         let mut pcp_total = 0u64;
@@ -742,18 +772,21 @@ mod tests {
             }
             pcp_total += pcp.count as u64;
         }
-        let pcp_flagged = (z.start_pfn..z.end_pfn())
-            .filter(|&p| frames.get(p).has(pg::PCP))
+        let pcp_flagged = (frames.iter_range(z.start_pfn, z.end_pfn()))
+            .filter(|(_, p)| p.has(pg::PCP))
             .count() as u64;
         assert_eq!(pcp_flagged, pcp_total);
         assert_eq!(z.pcp_pages(), pcp_total);
     }
 
+    /// Blocks free per order, the deferred max-order blocks counted as the tail of
+    /// free_area[MAX_PAGE_ORDER] they stand for.
     fn counts(z: &Zone) -> [u32; NR_PAGE_ORDERS] {
         let mut c = [0; NR_PAGE_ORDERS];
         for (o, l) in z.free_area.iter().enumerate() {
             c[o] = l.len;
         }
+        c[MAX_PAGE_ORDER] += (z.nr_deferred_pages() >> MAX_PAGE_ORDER) as u32;
         c
     }
 
@@ -951,9 +984,19 @@ mod tests {
         want[0] = 1;
         assert_eq!(counts(&z), want);
         assert_eq!(z.nr_free, 1029);
-        assert_eq!(z.free_area[10].head, 3);
+        // the order-10 block is deferred: counted free, on no list yet
+        assert_eq!(z.nr_deferred_pages(), 1024);
+        assert!(z.free_area[10].is_empty());
         assert_eq!(z.free_area[2].head, 3 + 1024);
         assert_eq!(z.free_area[0].head, 3 + 1028);
+        check(&z, &frames);
+        let mut z = z;
+        assert!(z.deferred_grow_zone(&mut frames));
+        assert!(!z.deferred_grow_zone(&mut frames), "nothing left to pull");
+        assert_eq!(z.nr_deferred_pages(), 0);
+        assert_eq!(counts(&z), want);
+        assert_eq!(z.nr_free, 1029);
+        assert_eq!(z.free_area[10].head, 3);
         assert_eq!(frames.get(3).order, 10);
         assert!(!frames.get(4).has(pg::BUDDY), "tail page of a free block");
         check(&z, &frames);
@@ -1417,6 +1460,80 @@ mod tests {
         assert!(drained > 0);
         assert_eq!(z.nr_free, before, "every block back in buddy");
         check(z, &frames);
+    }
+
+    /// A zone whose deferred blocks were all pulled in at boot: the free lists the kernel
+    /// builds without CONFIG_DEFERRED_STRUCT_PAGE_INIT (every max-order block on the list
+    /// tail in pfn order).
+    fn eager_zone(nid: u8, start: u32, pages: u64, frames: &mut FrameTable) -> Zone {
+        let mut z = Zone::new(nid, start, pages, 2, frames);
+        while z.deferred_grow_zone(frames) {}
+        assert_eq!(z.nr_deferred_pages(), 0);
+        z
+    }
+
+    #[test]
+    fn a_lazily_grown_zone_hands_out_the_eager_pfn_sequence() {
+        // Three sections and an odd tail, starting at an unaligned pfn, so blocks straddle
+        // section boundaries; orders 0, 3 (pcp), 9 (THP lists) and 10 (buddy).
+        let pages = 3 * 32_768 + 1029;
+        let build = |eager: bool| {
+            let mut frames = FrameTable::new(&[7, pages]);
+            let mut zones = vec![if eager {
+                eager_zone(1, 7, pages, &mut frames)
+            } else {
+                Zone::new(1, 7, pages, 2, &mut frames)
+            }];
+            setup_per_zone_wmarks(&mut zones, calculate_min_free_kbytes(pages), 10);
+            setup_zone_pagesets(&mut zones, &[2], 2, 0);
+            (frames, zones.pop().unwrap())
+        };
+        let (mut lf, mut lazy) = build(false);
+        let (mut ef, mut eager) = build(true);
+        assert_eq!(lazy.nr_free, eager.nr_free);
+        assert_eq!(counts(&lazy), counts(&eager));
+        let c = cost();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u32
+        };
+        let mut held: Vec<(u32, usize)> = vec![];
+        for step in 0..40_000u64 {
+            let cpu = (rnd() % 2) as usize;
+            let now = step * 1_000;
+            let r = rnd() % 100;
+            if r < 60 || held.is_empty() {
+                let order = [0, 0, 0, 3, 9, 10][rnd() as usize % 6];
+                let (a, _) = lazy.rmqueue(&mut lf, cpu, order, now, &c, lazy.wmark.min);
+                let (b, _) = eager.rmqueue(&mut ef, cpu, order, now, &c, eager.wmark.min);
+                assert_eq!(a, b, "step {step}: order {order}");
+                if let Some(pfn) = a {
+                    held.push((pfn, order));
+                }
+            } else if r < 98 {
+                let (pfn, order) = held.swap_remove(rnd() as usize % held.len());
+                lazy.free_unref_page(&mut lf, cpu, pfn, order, now, &c);
+                eager.free_unref_page(&mut ef, cpu, pfn, order, now, &c);
+            } else {
+                lazy.drain_pages(&mut lf, cpu, now, &c);
+                eager.drain_pages(&mut ef, cpu, now, &c);
+            }
+            assert_eq!(lazy.nr_free, eager.nr_free, "step {step}");
+        }
+        assert_eq!(counts(&lazy), counts(&eager));
+        // `check` follows the order-0 pageset lists only: empty them all first
+        for cpu in 0..2 {
+            lazy.drain_pages(&mut lf, cpu, 0, &c);
+            eager.drain_pages(&mut ef, cpu, 0, &c);
+        }
+        assert_eq!(counts(&lazy), counts(&eager));
+        assert_eq!(lazy.nr_free, eager.nr_free);
+        check(&lazy, &lf);
+        check(&eager, &ef);
+        assert!(lf.present_sections() <= ef.present_sections());
     }
 
     #[test]
