@@ -1,4 +1,4 @@
-//! A scenario's TOML text → typed config → validated → workload planned and sized (never
+//! A scenario's TOML text → typed config → validated → workload planned and sized, its footprint too (never
 //! simulated). Any panic, abort or hang here is a bug: bad input must end in a ConfigError.
 #![no_main]
 
@@ -17,5 +17,6 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(_plan) = workloads::build(&cfg, "fuzz.toml") {
         let _ = workloads::estimate::estimate(&cfg);
+        let _ = workloads::estimate::footprint_pages(&cfg);
     }
 });

@@ -23,5 +23,6 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(_plan) = workloads::build(&cfg, "base.toml") {
         let _ = workloads::estimate::estimate(&cfg);
+        let _ = workloads::estimate::footprint_pages(&cfg);
     }
 });
