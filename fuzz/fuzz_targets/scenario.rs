@@ -1,5 +1,6 @@
-//! A scenario's TOML text → typed config → validated → workload planned and sized, its footprint too (never
-//! simulated). Any panic, abort or hang here is a bug: bad input must end in a ConfigError.
+//! A scenario's TOML text → typed config → validated → workload planned, sized and its
+//! footprint estimated (never simulated). Any panic, abort or hang here is a bug: bad input
+//! must end in a ConfigError.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
