@@ -71,6 +71,30 @@ impl Cpu {
         }
     }
 
+    /// Whether the CPU ends in a halt: its clock stands at the end of a non-empty idle span
+    /// (the timer that wakes it), not at the end of work.
+    #[inline]
+    pub fn halted(&self) -> bool {
+        self.clock == self.idle_to && self.idle_from < self.idle_to
+    }
+
+    /// The CPU's last work ends `by` later (it waited for its turn on a shared core): if it
+    /// halted after that work, the halt still ends at its timer, shortened by as much, or
+    /// gone if the work now runs past it.
+    pub fn delay_work(&mut self, by: u64) {
+        if !self.halted() {
+            self.clock += by;
+            return;
+        }
+        let work_end = self.idle_from + by;
+        if work_end < self.idle_to {
+            self.idle_from = work_end;
+        } else {
+            self.idle_from = self.idle_to;
+            self.clock = work_end;
+        }
+    }
+
     /// Whether the CPU was halted at `t` in its latest idle span (its thread sleeping until a
     /// timer), a time its clock has already run to.
     #[inline]

@@ -5,7 +5,7 @@
 //! per-CPU pageset lists, as `page->lru` / `page->buddy_list` / `page->pcp_list` do in Linux.
 
 use crate::mm::sparse::{
-    Section, NR_MEM_SECTIONS, PAGES_PER_SECTION, PAGE_SECTION_MASK, PFN_SECTION_SHIFT,
+    pfn_to_section_nr, Section, NR_MEM_SECTIONS, PAGES_PER_SECTION, PAGE_SECTION_MASK,
 };
 
 /// "No frame": the list terminator and the unset owner.
@@ -186,7 +186,7 @@ impl FrameTable {
     /// The frame `pfn`, whose section must be initialised (__pfn_to_page).
     #[inline]
     pub fn get(&self, pfn: u32) -> &Page {
-        match &self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+        match &self.sections[pfn_to_section_nr(pfn)] {
             Some(s) => &s[(pfn & PAGE_SECTION_MASK) as usize],
             None => section_not_present(pfn),
         }
@@ -194,7 +194,7 @@ impl FrameTable {
 
     #[inline]
     pub fn get_mut(&mut self, pfn: u32) -> &mut Page {
-        match &mut self.sections[(pfn >> PFN_SECTION_SHIFT) as usize] {
+        match &mut self.sections[pfn_to_section_nr(pfn)] {
             Some(s) => &mut s[(pfn & PAGE_SECTION_MASK) as usize],
             None => section_not_present(pfn),
         }

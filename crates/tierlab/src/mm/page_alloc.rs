@@ -728,6 +728,16 @@ mod tests {
 
     const GIB_PAGES: u64 = 262_144; // 1 GiB / 4 KiB
 
+    /// A test's deterministic random numbers (Knuth's MMIX LCG, high bits).
+    fn lcg(mut seed: u64) -> impl FnMut() -> u32 {
+        move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) as u32
+        }
+    }
+
     fn cost() -> CostTable {
         CostTable::default()
     }
@@ -1367,13 +1377,7 @@ mod tests {
         let mut z = zones.pop().unwrap();
         assert_eq!(z.pcp[0].batch, 7);
         let c = cost();
-        let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = move || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as u32
-        };
+        let mut rnd = lcg(0x2545_f491_4f6c_dd1d);
         let mut allocated: Vec<u32> = vec![];
         let mut now = 0u64;
         let mut refused = 0;
@@ -1493,13 +1497,7 @@ mod tests {
         assert_eq!(lazy.nr_free, eager.nr_free);
         assert_eq!(counts(&lazy), counts(&eager));
         let c = cost();
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = move || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 33) as u32
-        };
+        let mut rnd = lcg(0x9e37_79b9_7f4a_7c15);
         let mut held: Vec<(u32, usize)> = vec![];
         for step in 0..40_000u64 {
             let cpu = (rnd() % 2) as usize;

@@ -440,7 +440,7 @@ impl Sim {
     /// (its clock then stands at the timer that wakes it, which is no work), else its clock.
     fn work_end(&self, c: usize, t: u64) -> u64 {
         let cpu = &self.hw.cpus[c];
-        if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
+        if cpu.halted() {
             cpu.idle_from.max(t)
         } else {
             cpu.clock
@@ -454,20 +454,9 @@ impl Sim {
     fn resume_overrun(&mut self, c: usize, t: u64) -> Option<bool> {
         let o = self.overrun[c].take()?;
         let waited = t.saturating_sub(o.from);
-        let cpu = &mut self.hw.cpus[c];
-        if cpu.clock == cpu.idle_to && cpu.idle_from < cpu.idle_to {
-            // The op ran up to a halt (kswapd's step, then the CPU's thread sleeps on): its
-            // rest ends `waited` later, and the halt still ends at the timer that wakes it.
-            let op_end = cpu.idle_from + waited;
-            if op_end < cpu.idle_to {
-                cpu.idle_from = op_end;
-            } else {
-                cpu.idle_from = cpu.idle_to;
-                cpu.clock = op_end;
-            }
-        } else {
-            cpu.clock += waited;
-        }
+        // The op's rest ends `waited` later; a halt after it (kswapd's step, then the CPU's
+        // thread sleeps on) still ends at the timer that wakes it.
+        self.hw.cpus[c].delay_work(waited);
         let tid = self.k.sched.rq[c].current;
         if tid != NIL && o.by_thread {
             self.k.sched.threads[tid as usize].runtime += waited;
