@@ -17,9 +17,30 @@ pub struct Estimate {
     pub capped: bool,
 }
 
-/// XSBench accesses per lookup: a binary search of the unionized grid, then one read of each
-/// nuclide's grid points, summed over a material's nuclides (fitted to cxl-1to4: 5.1e8 accesses).
-const XSBENCH_ACCESSES_PER_ISOTOPE_LOOKUP: f64 = 0.85;
+/// A number from a TOML table (integer or float); None when absent or of another type.
+fn num(t: &toml::Table, k: &str) -> Option<f64> {
+    match t.get(k)? {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+/// An XSBench table's nuclides and gridpoints per nuclide (`XsbenchConfig::n_gridpoints`).
+fn xsbench_grid(w: &toml::Table) -> (f64, f64) {
+    let large = w.get("size").and_then(|v| v.as_str()) != Some("small");
+    let isotopes = if large { 355.0 } else { 68.0 };
+    let grid = num(w, "gridpoints").unwrap_or(11_303.0) * num(w, "scale").unwrap_or(1.0);
+    (isotopes, grid.round().max(2.0))
+}
+
+/// Pages of XSBench's three arrays, each written once at initialisation: the nuclide grids
+/// (48 B a point), the unionized energy grid and its index grid (one energy and one u32 per
+/// isotope per union point).
+fn xsbench_array_pages(isotopes: f64, grid: f64) -> f64 {
+    let points = grid * isotopes;
+    (points * 48.0 + points * 8.0 + points * isotopes * 4.0) / 4096.0
+}
 
 /// Accesses of the `[workload]` table, and the simulated seconds its explicit durations
 /// (sleeps, timed phases, compiles) add on top of the accesses' own time.
@@ -27,26 +48,20 @@ fn accesses_and_seconds(cfg: &Config) -> (f64, f64) {
     let w = &cfg.workload;
     // Cycles per simulated second.
     let ghz = cfg.machine.cpu_ghz.max(0.1) * 1e9;
-    let num = |t: &toml::Table, k: &str| -> Option<f64> {
-        match t.get(k)? {
-            toml::Value::Integer(i) => Some(*i as f64),
-            toml::Value::Float(f) => Some(*f),
-            _ => None,
-        }
-    };
     let kind = w.get("type").and_then(|v| v.as_str()).unwrap_or("");
     match kind {
         "xsbench" => {
-            let large = w.get("size").and_then(|v| v.as_str()) != Some("small");
-            let isotopes = if large { 355.0 } else { 68.0 };
+            let (isotopes, grid) = xsbench_grid(w);
             let particles = num(w, "particles").unwrap_or(50_000.0);
             let lookups = particles * num(w, "lookups_per_particle").unwrap_or(34.0);
-            let grid = num(w, "gridpoints").unwrap_or(11_303.0) * num(w, "scale").unwrap_or(1.0);
-            // Initialisation writes every grid page once; lookups read per isotope.
-            let init = grid * isotopes * 48.0 / 4096.0;
-            let reads = lookups * isotopes * XSBENCH_ACCESSES_PER_ISOTOPE_LOOKUP;
+            // Initialisation writes every array page once; a lookup makes the workload's own
+            // mean count (its binary search, then five loads per nuclide of the material).
+            let init = xsbench_array_pages(isotopes, grid);
+            let (iso, points) = (isotopes as u64, grid as u64);
+            let reads = lookups * crate::xsbench::accesses_per_lookup(iso, points);
             // Compute charged per nuclide read and per page initialised, spread over threads.
-            let cycles = reads * num(w, "compute_cycles_per_nuclide").unwrap_or(20.0)
+            let nuclides = lookups * crate::xsbench::nuclides_per_lookup(iso);
+            let cycles = nuclides * num(w, "compute_cycles_per_nuclide").unwrap_or(20.0)
                 + init * num(w, "init_cycles_per_page").unwrap_or(3_000.0);
             let threads = num(w, "threads").unwrap_or(16.0).max(1.0);
             (init + reads, cycles / ghz / threads)
@@ -72,13 +87,13 @@ fn accesses_and_seconds(cfg: &Config) -> (f64, f64) {
             let par = num(w, "jobs").unwrap_or(1.0).max(1.0);
             (compiles * faults, compiles * ms / 1e3 / par)
         }
-        "scripted" => scripted(cfg, &num, ghz),
+        "scripted" => scripted(cfg, ghz),
         _ => (0.0, 0.0),
     }
 }
 
 /// A scripted workload: every phase's accesses times the threads running it, over its loops.
-fn scripted(cfg: &Config, num: &dyn Fn(&toml::Table, &str) -> Option<f64>, ghz: f64) -> (f64, f64) {
+fn scripted(cfg: &Config, ghz: f64) -> (f64, f64) {
     let w = &cfg.workload;
     let threads = num(w, "threads").unwrap_or(1.0);
     let loops = num(w, "loops").unwrap_or(1.0).max(1.0);
@@ -164,13 +179,6 @@ pub fn estimate(cfg: &Config) -> Estimate {
 /// frame table grows with what is used (tierlab's mm/sparse.rs).
 pub fn footprint_pages(cfg: &Config) -> Option<f64> {
     let w = &cfg.workload;
-    let num = |t: &toml::Table, k: &str| -> Option<f64> {
-        match t.get(k)? {
-            toml::Value::Integer(i) => Some(*i as f64),
-            toml::Value::Float(f) => Some(*f),
-            _ => None,
-        }
-    };
     match w.get("type").and_then(|v| v.as_str()).unwrap_or("") {
         "scripted" => {
             let regions = w.get("regions").and_then(|v| v.as_array());
@@ -190,13 +198,8 @@ pub fn footprint_pages(cfg: &Config) -> Option<f64> {
             Some((file + anon * threads) * 256.0)
         }
         "xsbench" => {
-            let large = w.get("size").and_then(|v| v.as_str()) != Some("small");
-            let isotopes = if large { 355.0 } else { 68.0 };
-            let grid = num(w, "gridpoints").unwrap_or(11_303.0) * num(w, "scale").unwrap_or(1.0);
-            // nuclide grids (48 B a point), the unionized energy grid and its index grid
-            // (one energy and one u32 per isotope per union point)
-            let points = grid * isotopes;
-            Some((points * 48.0 + points * 8.0 + points * isotopes * 4.0) / 4096.0)
+            let (isotopes, grid) = xsbench_grid(w);
+            Some(xsbench_array_pages(isotopes, grid))
         }
         _ => None,
     }

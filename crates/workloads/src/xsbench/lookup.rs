@@ -89,13 +89,24 @@ impl Tables {
     /// five loads per nuclide of the material, weighted by `pick_mat`'s probabilities. An
     /// estimate (the probe count varies by one), for the progress bar only.
     pub fn mean_accesses_per_lookup(&self) -> f64 {
-        let probes = ((self.n_unionized.max(2) - 1) as f64).log2().ceil();
-        let per_material: f64 = (self.mat_range.iter())
-            .zip(super::materials::pick_mat_probabilities())
-            .map(|(&(a, b), p)| p * 5.0 * (b - a) as f64)
-            .sum();
-        1.0 + probes + 1.0 + per_material
+        let nucs = self.mat_range.map(|(a, b)| b - a);
+        accesses_per_lookup(self.n_unionized, nucs)
     }
+}
+
+/// `Tables::mean_accesses_per_lookup` for a unionized grid of `n_unionized` points and
+/// materials of `nucs` nuclides each.
+pub(super) fn accesses_per_lookup(n_unionized: u64, nucs: [u32; 12]) -> f64 {
+    let probes = ((n_unionized.max(2) - 1) as f64).log2().ceil();
+    1.0 + probes + 1.0 + 5.0 * nuclides_per_lookup(nucs)
+}
+
+/// The mean nuclides one lookup reads: `pick_mat`'s probabilities over the materials' sizes.
+pub(super) fn nuclides_per_lookup(nucs: [u32; 12]) -> f64 {
+    (nucs.iter())
+        .zip(super::materials::pick_mat_probabilities())
+        .map(|(&n, p)| p * n as f64)
+        .sum()
 }
 
 /// One thread's lookups: the tables and the thread's own random numbers.

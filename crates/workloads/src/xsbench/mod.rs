@@ -75,6 +75,17 @@ pub fn from_table(
     Ok(w)
 }
 
+/// The mean loads and fetches of one lookup for `n_isotopes` nuclides of `n_gridpoints` points
+/// each (`Tables::mean_accesses_per_lookup`), without building the tables.
+pub fn accesses_per_lookup(n_isotopes: u64, n_gridpoints: u64) -> f64 {
+    lookup::accesses_per_lookup(n_isotopes * n_gridpoints, materials::num_nucs(n_isotopes))
+}
+
+/// The mean nuclides one lookup reads (each costs `compute_cycles_per_nuclide`).
+pub fn nuclides_per_lookup(n_isotopes: u64) -> f64 {
+    lookup::nuclides_per_lookup(materials::num_nucs(n_isotopes))
+}
+
 /// The workload: thread 0 initializes the data, then every thread runs its share of the
 /// particles' lookups between `RoiBegin` and `RoiEnd`.
 pub fn build(cfg: &XsbenchConfig) -> Workload {
