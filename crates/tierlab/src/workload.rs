@@ -132,10 +132,137 @@ pub enum Op {
     Exit,
 }
 
+/// How a thread's buffer holds one op: the ops a thread runs by the million (accesses,
+/// compute, marks, pacing) in 16 bytes, the rest (syscalls and the like, which carry up to 40
+/// bytes of arguments) by index into the buffer's side vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    Load(u64),
+    Store(u64),
+    IFetch(u64),
+    Compute(u32),
+    Mark(Mark),
+    Pace(u32),
+    /// `OpBuf::side[i]`.
+    Other(u32),
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 16);
+
+/// A chunk of a thread's ops, as `ThreadStream::refill` appends them and the engine reads
+/// them: a `Vec<Op>` in behaviour (push, extend, len), stored as 16-byte `Slot`s so that the
+/// per-access path writes and reads 16 bytes, not the 40 of an `Op`.
+#[derive(Clone, Debug, Default)]
+pub struct OpBuf {
+    slots: Vec<Slot>,
+    side: Vec<Op>,
+}
+
+impl OpBuf {
+    pub fn new() -> Self {
+        OpBuf::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        OpBuf {
+            slots: Vec::with_capacity(n),
+            side: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn encode(side: &mut Vec<Op>, op: Op) -> Slot {
+        match op {
+            Op::Load(a) => Slot::Load(a),
+            Op::Store(a) => Slot::Store(a),
+            Op::IFetch(a) => Slot::IFetch(a),
+            Op::Compute(n) => Slot::Compute(n),
+            Op::Mark(m) => Slot::Mark(m),
+            Op::Pace(ns) => Slot::Pace(ns),
+            other => {
+                let i = u32::try_from(side.len()).expect("under 2^32 ops in a chunk");
+                side.push(other);
+                Slot::Other(i)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, op: Op) {
+        let s = Self::encode(&mut self.side, op);
+        self.slots.push(s);
+    }
+
+    pub fn extend_from_slice(&mut self, ops: &[Op]) {
+        self.extend(ops.iter().copied());
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.slots.reserve(additional);
+    }
+
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.side.clear();
+    }
+
+    /// The op at `i`.
+    pub fn get(&self, i: usize) -> Op {
+        match self.slots[i] {
+            Slot::Load(a) => Op::Load(a),
+            Slot::Store(a) => Op::Store(a),
+            Slot::IFetch(a) => Op::IFetch(a),
+            Slot::Compute(n) => Op::Compute(n),
+            Slot::Mark(m) => Op::Mark(m),
+            Slot::Pace(ns) => Op::Pace(ns),
+            Slot::Other(j) => self.side[j as usize],
+        }
+    }
+
+    /// The ops in order.
+    pub fn iter(&self) -> impl Iterator<Item = Op> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    pub fn to_vec(&self) -> Vec<Op> {
+        self.iter().collect()
+    }
+
+    #[inline(always)]
+    pub(crate) fn slot(&self, i: usize) -> Slot {
+        self.slots[i]
+    }
+
+    /// The op a `Slot::Other(i)` stands for.
+    #[inline]
+    pub(crate) fn side(&self, i: u32) -> Op {
+        self.side[i as usize]
+    }
+}
+
+impl Extend<Op> for OpBuf {
+    #[inline]
+    fn extend<I: IntoIterator<Item = Op>>(&mut self, ops: I) {
+        let side = &mut self.side;
+        self.slots
+            .extend(ops.into_iter().map(|op| Self::encode(side, op)));
+    }
+}
+
 /// A thread's operation source. `refill` appends at least one op unless the stream has ended;
 /// an empty append means the thread exits.
 pub trait ThreadStream: Send {
-    fn refill(&mut self, out: &mut Vec<Op>);
+    fn refill(&mut self, out: &mut OpBuf);
 
     /// The child's program when this thread runs `Op::Fork` (None: this program does not
     /// fork, and its `Op::Fork` is an error).
@@ -218,9 +345,55 @@ impl OpList {
 }
 
 impl ThreadStream for OpList {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let end = (self.next + 1024).min(self.ops.len());
         out.extend_from_slice(&self.ops[self.next..end]);
         self.next = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_buf_gives_back_what_was_pushed() {
+        let ops = vec![
+            Op::Load(1 << 43),
+            Op::Mmap {
+                addr: 0x1000,
+                len: 0x2000,
+                prot: prot::READ,
+                backing: Backing::File { file: 3, pgoff: 9 },
+            },
+            Op::Store(u64::MAX),
+            Op::IFetch(0x400000),
+            Op::Compute(7),
+            Op::Mark(Mark::Work(2)),
+            Op::Pace(100),
+            Op::Send {
+                sock: 1,
+                bytes: 4096,
+                kind: SockKind::Linear,
+            },
+            Op::Sleep(5),
+            Op::Exit,
+        ];
+        let mut buf = OpBuf::new();
+        buf.push(ops[0]);
+        buf.extend(ops[1..4].iter().copied());
+        buf.extend_from_slice(&ops[4..]);
+        assert_eq!(buf.len(), ops.len());
+        assert_eq!(buf.to_vec(), ops);
+        assert_eq!(
+            buf.side.len(),
+            4,
+            "Mmap, Send, Sleep and Exit go to the side"
+        );
+        buf.clear();
+        assert!(buf.is_empty() && buf.side.is_empty());
+        buf.push(Op::Exit);
+        assert_eq!(buf.slot(0), Slot::Other(0));
+        assert_eq!(buf.side(0), Op::Exit);
     }
 }
