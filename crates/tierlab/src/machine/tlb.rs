@@ -174,10 +174,11 @@ impl Tlb {
     /// The ways of `set` holding (`key`, `meta`), as a bit mask.
     #[inline(always)]
     fn find(&self, set: usize, key: u32, meta: u32) -> u32 {
-        let chunks = &self.tags[set * self.chunks..(set + 1) * self.chunks];
-        let mut hits = 0u32;
-        for (c, chunk) in chunks.iter().enumerate() {
-            hits |= chunk.matches(key, meta) << (c * LANES);
+        // The first chunk apart: an L1 TLB of up to 4 ways has no loop to run.
+        let base = set * self.chunks;
+        let mut hits = self.tags[base].matches(key, meta);
+        for c in 1..self.chunks {
+            hits |= self.tags[base + c].matches(key, meta) << (c * LANES);
         }
         hits
     }
