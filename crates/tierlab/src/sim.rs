@@ -485,29 +485,13 @@ impl Sim {
             pos += 1;
             in_fault = None;
             match slot {
-                Slot::Load(a) => {
+                Slot::Access(kind, a) => {
                     accesses += 1;
                     let sys = self.hw.cpus[c].sys_cycles;
-                    let cyc = self.access(c, tid, a, AccessKind::Load);
+                    let cyc = self.access(c, tid, a, kind);
                     self.hw.cpus[c].clock += cyc * share;
                     let faulted = self.hw.cpus[c].sys_cycles != sys;
-                    in_fault = faulted.then_some((a, AccessKind::Load));
-                }
-                Slot::Store(a) => {
-                    accesses += 1;
-                    let sys = self.hw.cpus[c].sys_cycles;
-                    let cyc = self.access(c, tid, a, AccessKind::Store);
-                    self.hw.cpus[c].clock += cyc * share;
-                    let faulted = self.hw.cpus[c].sys_cycles != sys;
-                    in_fault = faulted.then_some((a, AccessKind::Store));
-                }
-                Slot::IFetch(a) => {
-                    accesses += 1;
-                    let sys = self.hw.cpus[c].sys_cycles;
-                    let cyc = self.access(c, tid, a, AccessKind::IFetch);
-                    self.hw.cpus[c].clock += cyc * share;
-                    let faulted = self.hw.cpus[c].sys_cycles != sys;
-                    in_fault = faulted.then_some((a, AccessKind::IFetch));
+                    in_fault = faulted.then_some((a, kind));
                 }
                 Slot::Compute(n) => self.hw.cpus[c].clock += n as u64 * share,
                 Slot::Mark(m) => {

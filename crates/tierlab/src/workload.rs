@@ -4,6 +4,8 @@
 //! `Op`s. The simulator pulls ops in chunks (`ThreadStream::refill`), so the per-access path
 //! reads a plain array and dispatches dynamically once per chunk, not once per access.
 
+use crate::sim::AccessKind;
+
 /// Protection bits of a mapping (PROT_READ / PROT_WRITE / PROT_EXEC).
 pub mod prot {
     pub const READ: u8 = 1;
@@ -137,9 +139,8 @@ pub enum Op {
 /// bytes of arguments) by index into the buffer's side vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
-    Load(u64),
-    Store(u64),
-    IFetch(u64),
+    /// A load, store or instruction fetch: one arm in the engine's loop.
+    Access(AccessKind, u64),
     Compute(u32),
     Mark(Mark),
     Pace(u32),
@@ -173,9 +174,9 @@ impl OpBuf {
     #[inline(always)]
     fn encode(side: &mut Vec<Op>, op: Op) -> Slot {
         match op {
-            Op::Load(a) => Slot::Load(a),
-            Op::Store(a) => Slot::Store(a),
-            Op::IFetch(a) => Slot::IFetch(a),
+            Op::Load(a) => Slot::Access(AccessKind::Load, a),
+            Op::Store(a) => Slot::Access(AccessKind::Store, a),
+            Op::IFetch(a) => Slot::Access(AccessKind::IFetch, a),
             Op::Compute(n) => Slot::Compute(n),
             Op::Mark(m) => Slot::Mark(m),
             Op::Pace(ns) => Slot::Pace(ns),
@@ -219,9 +220,9 @@ impl OpBuf {
     /// The op at `i`.
     pub fn get(&self, i: usize) -> Op {
         match self.slots[i] {
-            Slot::Load(a) => Op::Load(a),
-            Slot::Store(a) => Op::Store(a),
-            Slot::IFetch(a) => Op::IFetch(a),
+            Slot::Access(AccessKind::Load, a) => Op::Load(a),
+            Slot::Access(AccessKind::Store, a) => Op::Store(a),
+            Slot::Access(AccessKind::IFetch, a) => Op::IFetch(a),
             Slot::Compute(n) => Op::Compute(n),
             Slot::Mark(m) => Op::Mark(m),
             Slot::Pace(ns) => Op::Pace(ns),
