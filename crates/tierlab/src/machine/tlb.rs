@@ -243,7 +243,7 @@ impl Tlb {
     }
 
     /// Insert a translation (the caller has checked it is absent); evicts the bit-PLRU victim.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, vpn: u32, pcid: u16, data: u32) -> usize {
         self.insert_meta(vpn, make_meta(pcid), data)
     }
