@@ -134,9 +134,9 @@ pub enum Op {
     Exit,
 }
 
-/// How a thread's buffer holds one op: the ops a thread runs by the million (accesses,
-/// compute, marks, pacing) in 16 bytes, the rest (syscalls and the like, which carry up to 40
-/// bytes of arguments) by index into the buffer's side vector.
+/// One op as the engine reads it from an `OpBuf`: the ops a thread runs by the million
+/// (accesses, compute, marks, pacing) as they are, the rest (syscalls and the like, which carry
+/// up to 40 bytes of arguments) by index into the buffer's side vector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
     /// A load, store or instruction fetch: one arm in the engine's loop.
@@ -148,14 +148,29 @@ pub(crate) enum Slot {
     Other(u32),
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() == 16);
+/// A `Slot` in 8 bytes: what it is in the top `TAG_BITS` bits (one of the `TAG_*`), its
+/// payload below (an address below 2^61, a count, a side index; a mark's kind from bit 32).
+const TAG_SHIFT: u32 = 61;
+const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
+const TAG_LOAD: u64 = 0;
+const TAG_STORE: u64 = 1;
+const TAG_IFETCH: u64 = 2;
+const TAG_COMPUTE: u64 = 3;
+const TAG_MARK: u64 = 4;
+const TAG_PACE: u64 = 5;
+const TAG_OTHER: u64 = 6;
+
+#[inline(always)]
+fn word(tag: u64, payload: u64) -> u64 {
+    (tag << TAG_SHIFT) | payload
+}
 
 /// A chunk of a thread's ops, as `ThreadStream::refill` appends them and the engine reads
-/// them: a `Vec<Op>` in behaviour (push, extend, len), stored as 16-byte `Slot`s so that the
-/// per-access path writes and reads 16 bytes, not the 40 of an `Op`.
+/// them: a `Vec<Op>` in behaviour (push, extend, len), stored as 8-byte words (a packed
+/// `Slot`) so that the per-access path writes and reads 8 bytes, not the 40 of an `Op`.
 #[derive(Clone, Debug, Default)]
 pub struct OpBuf {
-    slots: Vec<Slot>,
+    words: Vec<u64>,
     side: Vec<Op>,
 }
 
@@ -166,32 +181,40 @@ impl OpBuf {
 
     pub fn with_capacity(n: usize) -> Self {
         OpBuf {
-            slots: Vec::with_capacity(n),
+            words: Vec::with_capacity(n),
             side: Vec::new(),
         }
     }
 
     #[inline(always)]
-    fn encode(side: &mut Vec<Op>, op: Op) -> Slot {
+    fn encode(side: &mut Vec<Op>, op: Op) -> u64 {
         match op {
-            Op::Load(a) => Slot::Access(AccessKind::Load, a),
-            Op::Store(a) => Slot::Access(AccessKind::Store, a),
-            Op::IFetch(a) => Slot::Access(AccessKind::IFetch, a),
-            Op::Compute(n) => Slot::Compute(n),
-            Op::Mark(m) => Slot::Mark(m),
-            Op::Pace(ns) => Slot::Pace(ns),
+            Op::Load(a) if a <= PAYLOAD => word(TAG_LOAD, a),
+            Op::Store(a) if a <= PAYLOAD => word(TAG_STORE, a),
+            Op::IFetch(a) if a <= PAYLOAD => word(TAG_IFETCH, a),
+            Op::Compute(n) => word(TAG_COMPUTE, n as u64),
+            Op::Mark(m) => word(
+                TAG_MARK,
+                match m {
+                    Mark::RoiBegin => 0,
+                    Mark::RoiEnd => 1 << 32,
+                    Mark::Work(n) => 2 << 32 | n as u64,
+                    Mark::Phase(id) => 3 << 32 | id as u64,
+                },
+            ),
+            Op::Pace(ns) => word(TAG_PACE, ns as u64),
             other => {
                 let i = u32::try_from(side.len()).expect("under 2^32 ops in a chunk");
                 side.push(other);
-                Slot::Other(i)
+                word(TAG_OTHER, i as u64)
             }
         }
     }
 
     #[inline]
     pub fn push(&mut self, op: Op) {
-        let s = Self::encode(&mut self.side, op);
-        self.slots.push(s);
+        let w = Self::encode(&mut self.side, op);
+        self.words.push(w);
     }
 
     pub fn extend_from_slice(&mut self, ops: &[Op]) {
@@ -200,26 +223,26 @@ impl OpBuf {
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.words.len()
     }
 
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.words.is_empty()
     }
 
     pub fn reserve(&mut self, additional: usize) {
-        self.slots.reserve(additional);
+        self.words.reserve(additional);
     }
 
     pub fn clear(&mut self) {
-        self.slots.clear();
+        self.words.clear();
         self.side.clear();
     }
 
     /// The op at `i`.
     pub fn get(&self, i: usize) -> Op {
-        match self.slots[i] {
+        match self.slot(i) {
             Slot::Access(AccessKind::Load, a) => Op::Load(a),
             Slot::Access(AccessKind::Store, a) => Op::Store(a),
             Slot::Access(AccessKind::IFetch, a) => Op::IFetch(a),
@@ -241,7 +264,22 @@ impl OpBuf {
 
     #[inline(always)]
     pub(crate) fn slot(&self, i: usize) -> Slot {
-        self.slots[i]
+        let w = self.words[i];
+        let p = w & PAYLOAD;
+        match w >> TAG_SHIFT {
+            TAG_LOAD => Slot::Access(AccessKind::Load, p),
+            TAG_STORE => Slot::Access(AccessKind::Store, p),
+            TAG_IFETCH => Slot::Access(AccessKind::IFetch, p),
+            TAG_COMPUTE => Slot::Compute(p as u32),
+            TAG_MARK => Slot::Mark(match p >> 32 {
+                0 => Mark::RoiBegin,
+                1 => Mark::RoiEnd,
+                2 => Mark::Work(p as u32),
+                _ => Mark::Phase(p as u32),
+            }),
+            TAG_PACE => Slot::Pace(p as u32),
+            _ => Slot::Other(p as u32),
+        }
     }
 
     /// The op a `Slot::Other(i)` stands for.
@@ -255,7 +293,7 @@ impl Extend<Op> for OpBuf {
     #[inline]
     fn extend<I: IntoIterator<Item = Op>>(&mut self, ops: I) {
         let side = &mut self.side;
-        self.slots
+        self.words
             .extend(ops.into_iter().map(|op| Self::encode(side, op)));
     }
 }
@@ -361,6 +399,9 @@ mod tests {
     fn op_buf_gives_back_what_was_pushed() {
         let ops = vec![
             Op::Load(1 << 43),
+            Op::Load(1 << 61),
+            Op::Mark(Mark::RoiEnd),
+            Op::Mark(Mark::Phase(u32::MAX)),
             Op::Mmap {
                 addr: 0x1000,
                 len: 0x2000,
@@ -382,14 +423,14 @@ mod tests {
         ];
         let mut buf = OpBuf::new();
         buf.push(ops[0]);
-        buf.extend(ops[1..4].iter().copied());
-        buf.extend_from_slice(&ops[4..]);
+        buf.extend(ops[1..7].iter().copied());
+        buf.extend_from_slice(&ops[7..]);
         assert_eq!(buf.len(), ops.len());
         assert_eq!(buf.to_vec(), ops);
         assert_eq!(
             buf.side.len(),
-            4,
-            "Mmap, Send, Sleep and Exit go to the side"
+            6,
+            "addresses from 2^61, Mmap, Send, Sleep and Exit go to the side"
         );
         buf.clear();
         assert!(buf.is_empty() && buf.side.is_empty());
