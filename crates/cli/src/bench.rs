@@ -7,7 +7,7 @@ mod reference_loop;
 
 use std::time::Instant;
 
-use tierlab::workload::{Op, Workload};
+use tierlab::workload::{Op, OpBuf, Workload};
 use tierlab::Config;
 
 pub use reference_loop::Outcome;
@@ -31,7 +31,7 @@ impl Reference {
     pub fn record(cfg: &Config, origin: &str, mut cap: u64) -> Result<Reference, String> {
         let workload: Workload = workloads::build(cfg, origin).map_err(|e| e.to_string())?;
         let (mut streams, mut fetches, mut process) = (Vec::new(), Vec::new(), Vec::new());
-        let mut buf = Vec::new();
+        let mut buf = OpBuf::new();
         for mut t in workload.threads {
             let (mut vpns, mut fetch) = (Vec::new(), Vec::new());
             'ops: loop {
@@ -40,8 +40,8 @@ impl Reference {
                 if buf.is_empty() {
                     break;
                 }
-                for op in &buf {
-                    let (addr, ifetch) = match *op {
+                for op in buf.iter() {
+                    let (addr, ifetch) = match op {
                         Op::Load(a) | Op::Store(a) => (a, false),
                         Op::IFetch(a) => (a, true),
                         Op::Exit => break 'ops,

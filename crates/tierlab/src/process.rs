@@ -10,7 +10,7 @@ use crate::kernel::Kernel;
 use crate::machine::Machine;
 use crate::mm::page::NIL;
 use crate::sched::{Thread, ThreadState};
-use crate::workload::{OpList, ThreadStream};
+use crate::workload::{OpBuf, OpList, ThreadStream};
 
 impl Kernel {
     /// fork(2) by thread `tid` on CPU `c`: copy_process with a copy of its mm (dup_mm) and
@@ -70,7 +70,7 @@ impl Kernel {
     /// its parent gets a zombie to reap, or is woken from wait(2) with it.
     pub(crate) fn exit_process(&mut self, m: &mut Machine, c: usize, tid: usize) {
         let t = &mut self.sched.threads[tid];
-        t.buf = Vec::new();
+        t.buf = OpBuf::new();
         t.stream = Box::new(OpList::new(Vec::new()));
         let mm = t.mm as usize;
         let children = std::mem::take(&mut t.children);

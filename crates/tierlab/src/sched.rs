@@ -4,7 +4,7 @@
 use crate::kernel::{Event, Kernel};
 use crate::machine::Machine;
 use crate::mm::page::NIL;
-use crate::workload::{Op, Placement, ThreadStream};
+use crate::workload::{OpBuf, Placement, ThreadStream};
 use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +26,7 @@ pub struct Thread {
     pub id: u32,
     pub mm: u32,
     pub stream: Box<dyn ThreadStream>,
-    pub buf: Vec<Op>,
+    pub buf: OpBuf,
     pub pos: usize,
     pub state: ThreadState,
     pub cpu: u32,
@@ -64,7 +64,7 @@ impl Thread {
             id,
             mm,
             stream,
-            buf: Vec::with_capacity(2048),
+            buf: OpBuf::with_capacity(2048),
             pos: 0,
             state: ThreadState::Runnable,
             cpu: NIL,

@@ -4,6 +4,8 @@
 //! `Op`s. The simulator pulls ops in chunks (`ThreadStream::refill`), so the per-access path
 //! reads a plain array and dispatches dynamically once per chunk, not once per access.
 
+use crate::sim::AccessKind;
+
 /// Protection bits of a mapping (PROT_READ / PROT_WRITE / PROT_EXEC).
 pub mod prot {
     pub const READ: u8 = 1;
@@ -132,10 +134,174 @@ pub enum Op {
     Exit,
 }
 
+/// One op as the engine reads it from an `OpBuf`: the ops a thread runs by the million
+/// (accesses, compute, marks, pacing) as they are, the rest (syscalls and the like, which carry
+/// up to 40 bytes of arguments) by index into the buffer's side vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// A load, store or instruction fetch: one arm in the engine's loop.
+    Access(AccessKind, u64),
+    Compute(u32),
+    Mark(Mark),
+    Pace(u32),
+    /// `OpBuf::side[i]`.
+    Other(u32),
+}
+
+/// A `Slot` in 8 bytes: what it is in the top `TAG_BITS` bits (one of the `TAG_*`), its
+/// payload below (an address below 2^61, a count, a side index; a mark's kind from bit 32).
+const TAG_SHIFT: u32 = 61;
+const PAYLOAD: u64 = (1 << TAG_SHIFT) - 1;
+const TAG_LOAD: u64 = 0;
+const TAG_STORE: u64 = 1;
+const TAG_IFETCH: u64 = 2;
+const TAG_COMPUTE: u64 = 3;
+const TAG_MARK: u64 = 4;
+const TAG_PACE: u64 = 5;
+const TAG_OTHER: u64 = 6;
+
+#[inline(always)]
+fn word(tag: u64, payload: u64) -> u64 {
+    (tag << TAG_SHIFT) | payload
+}
+
+/// A chunk of a thread's ops, as `ThreadStream::refill` appends them and the engine reads
+/// them: a `Vec<Op>` in behaviour (push, extend, len), stored as 8-byte words (a packed
+/// `Slot`) so that the per-access path writes and reads 8 bytes, not the 40 of an `Op`.
+#[derive(Clone, Debug, Default)]
+pub struct OpBuf {
+    words: Vec<u64>,
+    side: Vec<Op>,
+}
+
+impl OpBuf {
+    pub fn new() -> Self {
+        OpBuf::default()
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        OpBuf {
+            words: Vec::with_capacity(n),
+            side: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn encode(side: &mut Vec<Op>, op: Op) -> u64 {
+        match op {
+            Op::Load(a) if a <= PAYLOAD => word(TAG_LOAD, a),
+            Op::Store(a) if a <= PAYLOAD => word(TAG_STORE, a),
+            Op::IFetch(a) if a <= PAYLOAD => word(TAG_IFETCH, a),
+            Op::Compute(n) => word(TAG_COMPUTE, n as u64),
+            Op::Mark(m) => word(
+                TAG_MARK,
+                match m {
+                    Mark::RoiBegin => 0,
+                    Mark::RoiEnd => 1 << 32,
+                    Mark::Work(n) => 2 << 32 | n as u64,
+                    Mark::Phase(id) => 3 << 32 | id as u64,
+                },
+            ),
+            Op::Pace(ns) => word(TAG_PACE, ns as u64),
+            other => {
+                let i = u32::try_from(side.len()).expect("under 2^32 ops in a chunk");
+                side.push(other);
+                word(TAG_OTHER, i as u64)
+            }
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, op: Op) {
+        let w = Self::encode(&mut self.side, op);
+        self.words.push(w);
+    }
+
+    pub fn extend_from_slice(&mut self, ops: &[Op]) {
+        self.extend(ops.iter().copied());
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+
+    pub fn reserve(&mut self, additional: usize) {
+        self.words.reserve(additional);
+    }
+
+    pub fn clear(&mut self) {
+        self.words.clear();
+        self.side.clear();
+    }
+
+    /// The op at `i`.
+    pub fn get(&self, i: usize) -> Op {
+        match self.slot(i) {
+            Slot::Access(AccessKind::Load, a) => Op::Load(a),
+            Slot::Access(AccessKind::Store, a) => Op::Store(a),
+            Slot::Access(AccessKind::IFetch, a) => Op::IFetch(a),
+            Slot::Compute(n) => Op::Compute(n),
+            Slot::Mark(m) => Op::Mark(m),
+            Slot::Pace(ns) => Op::Pace(ns),
+            Slot::Other(j) => self.side[j as usize],
+        }
+    }
+
+    /// The ops in order.
+    pub fn iter(&self) -> impl Iterator<Item = Op> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    pub fn to_vec(&self) -> Vec<Op> {
+        self.iter().collect()
+    }
+
+    #[inline(always)]
+    pub(crate) fn slot(&self, i: usize) -> Slot {
+        let w = self.words[i];
+        let p = w & PAYLOAD;
+        match w >> TAG_SHIFT {
+            TAG_LOAD => Slot::Access(AccessKind::Load, p),
+            TAG_STORE => Slot::Access(AccessKind::Store, p),
+            TAG_IFETCH => Slot::Access(AccessKind::IFetch, p),
+            TAG_COMPUTE => Slot::Compute(p as u32),
+            TAG_MARK => Slot::Mark(match p >> 32 {
+                0 => Mark::RoiBegin,
+                1 => Mark::RoiEnd,
+                2 => Mark::Work(p as u32),
+                _ => Mark::Phase(p as u32),
+            }),
+            TAG_PACE => Slot::Pace(p as u32),
+            _ => Slot::Other(p as u32),
+        }
+    }
+
+    /// The op a `Slot::Other(i)` stands for.
+    #[inline]
+    pub(crate) fn side(&self, i: u32) -> Op {
+        self.side[i as usize]
+    }
+}
+
+impl Extend<Op> for OpBuf {
+    #[inline]
+    fn extend<I: IntoIterator<Item = Op>>(&mut self, ops: I) {
+        let side = &mut self.side;
+        self.words
+            .extend(ops.into_iter().map(|op| Self::encode(side, op)));
+    }
+}
+
 /// A thread's operation source. `refill` appends at least one op unless the stream has ended;
 /// an empty append means the thread exits.
 pub trait ThreadStream: Send {
-    fn refill(&mut self, out: &mut Vec<Op>);
+    fn refill(&mut self, out: &mut OpBuf);
 
     /// The child's program when this thread runs `Op::Fork` (None: this program does not
     /// fork, and its `Op::Fork` is an error).
@@ -218,9 +384,58 @@ impl OpList {
 }
 
 impl ThreadStream for OpList {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let end = (self.next + 1024).min(self.ops.len());
         out.extend_from_slice(&self.ops[self.next..end]);
         self.next = end;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_buf_gives_back_what_was_pushed() {
+        let ops = vec![
+            Op::Load(1 << 43),
+            Op::Load(1 << 61),
+            Op::Mark(Mark::RoiEnd),
+            Op::Mark(Mark::Phase(u32::MAX)),
+            Op::Mmap {
+                addr: 0x1000,
+                len: 0x2000,
+                prot: prot::READ,
+                backing: Backing::File { file: 3, pgoff: 9 },
+            },
+            Op::Store(u64::MAX),
+            Op::IFetch(0x400000),
+            Op::Compute(7),
+            Op::Mark(Mark::Work(2)),
+            Op::Pace(100),
+            Op::Send {
+                sock: 1,
+                bytes: 4096,
+                kind: SockKind::Linear,
+            },
+            Op::Sleep(5),
+            Op::Exit,
+        ];
+        let mut buf = OpBuf::new();
+        buf.push(ops[0]);
+        buf.extend(ops[1..7].iter().copied());
+        buf.extend_from_slice(&ops[7..]);
+        assert_eq!(buf.len(), ops.len());
+        assert_eq!(buf.to_vec(), ops);
+        assert_eq!(
+            buf.side.len(),
+            6,
+            "addresses from 2^61, Mmap, Send, Sleep and Exit go to the side"
+        );
+        buf.clear();
+        assert!(buf.is_empty() && buf.side.is_empty());
+        buf.push(Op::Exit);
+        assert_eq!(buf.slot(0), Slot::Other(0));
+        assert_eq!(buf.side(0), Op::Exit);
     }
 }

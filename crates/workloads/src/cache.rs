@@ -51,8 +51,8 @@ use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{
-    prot, Backing, Expected, FileSpec, Mark, Op, Placement, RegionSpec, ThreadSpec, ThreadStream,
-    Workload,
+    prot, Backing, Expected, FileSpec, Mark, Op, OpBuf, Placement, RegionSpec, ThreadSpec,
+    ThreadStream, Workload,
 };
 
 const PAGE: u64 = 4096;
@@ -296,7 +296,7 @@ struct CacheStream {
 }
 
 impl CacheStream {
-    fn request(&mut self, out: &mut Vec<Op>) {
+    fn request(&mut self, out: &mut OpBuf) {
         for _ in 0..self.anon_reads {
             let addr = self.heap.sample(&mut self.rng);
             let store = self.rng.gen::<f64>() < self.write_fraction;
@@ -315,7 +315,7 @@ impl CacheStream {
 }
 
 impl ThreadStream for CacheStream {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let start = out.len();
         while out.len() - start < CHUNK {
             self.stage = match self.stage {
@@ -507,12 +507,12 @@ mod tests {
     }
 
     fn drain(stream: &mut dyn ThreadStream) -> Vec<Op> {
-        let mut all = Vec::new();
+        let mut all = OpBuf::new();
         loop {
             let before = all.len();
             stream.refill(&mut all);
             if all.len() == before {
-                return all;
+                return all.to_vec();
             }
         }
     }

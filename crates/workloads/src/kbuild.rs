@@ -15,7 +15,7 @@
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 use tierlab::workload::{
-    prot, Backing, FileSpec, Mark, Op, Placement, ThreadSpec, ThreadStream, Workload,
+    prot, Backing, FileSpec, Mark, Op, OpBuf, Placement, ThreadSpec, ThreadStream, Workload,
 };
 
 const PAGE: u64 = 4096;
@@ -68,7 +68,7 @@ struct Compile {
 }
 
 impl ThreadStream for Compile {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         if self.done {
             return;
         }
@@ -118,7 +118,7 @@ struct Make {
 }
 
 impl ThreadStream for Make {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         if self.done {
             return;
         }

@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
-use tierlab::workload::{Mark, Op, Placement, SockKind, ThreadSpec, ThreadStream, Workload};
+use tierlab::workload::{Mark, Op, OpBuf, Placement, SockKind, ThreadSpec, ThreadStream, Workload};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +33,7 @@ struct PairStream {
 }
 
 impl ThreadStream for PairStream {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let n = self.left.min(512);
         for _ in 0..n {
             out.push(self.op);

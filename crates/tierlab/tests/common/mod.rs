@@ -2,7 +2,9 @@
 //! that insists on zero invariant violations.
 #![allow(dead_code)]
 
-use tierlab::workload::{prot, Backing, FileSpec, Op, OpList, Placement, ThreadSpec, Workload};
+use tierlab::workload::{
+    prot, Backing, FileSpec, Op, OpBuf, OpList, Placement, ThreadSpec, Workload,
+};
 use tierlab::{Config, Sim};
 
 /// 4 CPUs on a 16 MiB DRAM node plus a 64 MiB CPU-less slow node; demotion on, NUMA balancing
@@ -211,7 +213,7 @@ impl Program {
 }
 
 impl tierlab::workload::ThreadStream for Program {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let end = (self.next + 1024).min(self.ops.len());
         out.extend_from_slice(&self.ops[self.next..end]);
         self.next = end;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tierlab::workload::{Mark, Op, ThreadStream};
+use tierlab::workload::{Mark, Op, OpBuf, ThreadStream};
 
 use super::plan::{Access, Body, Pattern, Program, Writes};
 use super::uniform_draws::uniform_addrs;
@@ -128,7 +128,7 @@ impl Stream {
 
     /// Access phase `a`'s accesses from the current one on, until `out` reaches `target`,
     /// then its work mark; false if some are left for the next refill.
-    fn accesses(&mut self, a: &Access, out: &mut Vec<Op>, target: usize) -> bool {
+    fn accesses(&mut self, a: &Access, out: &mut OpBuf, target: usize) -> bool {
         let n = a.count();
         let no_gap = a.gap.get(self.tid as usize).is_none();
         if a.pace.is_none() && no_gap && !matches!(a.writes, Writes::Fraction(_)) {
@@ -159,7 +159,7 @@ impl Stream {
         true
     }
 
-    fn access(&mut self, a: &Access, i: u64, out: &mut Vec<Op>) {
+    fn access(&mut self, a: &Access, i: u64, out: &mut OpBuf) {
         if let Some(p) = a.pace {
             // As the C program: one clock_nanosleep per batch of slots at least
             // PACE_BATCH_MIN_NS long, until the batch's first slot.
@@ -202,7 +202,7 @@ impl Stream {
 
     /// Phase `fork`'s `Op::Fork`s from the current one on, until `out` reaches `target`;
     /// false if some are left for the next refill.
-    fn fork(&mut self, fork: usize, count: u64, out: &mut Vec<Op>, target: usize) -> bool {
+    fn fork(&mut self, fork: usize, count: u64, out: &mut OpBuf, target: usize) -> bool {
         while self.next < count && out.len() < target {
             out.push(Op::Fork);
             self.to_hand_over.push_back((fork, self.forked));
@@ -215,7 +215,7 @@ impl Stream {
 
     /// One `Op::Wait` per child not yet waited for, until `out` reaches `target`; false if
     /// some are left for the next refill.
-    fn wait(&mut self, out: &mut Vec<Op>, target: usize) -> bool {
+    fn wait(&mut self, out: &mut OpBuf, target: usize) -> bool {
         while self.unwaited > 0 && out.len() < target {
             out.push(Op::Wait);
             self.unwaited -= 1;
@@ -226,7 +226,7 @@ impl Stream {
 
 /// Accesses `i0..i0 + k` of unpaced, gapless phase `a`, loads or (`STORE`) stores, appended
 /// in one `extend` per run: no per-op dispatch on the pattern, no capacity check per push.
-fn run<const STORE: bool>(rng: &mut ChaCha8Rng, a: &Access, i0: u64, k: u64, out: &mut Vec<Op>) {
+fn run<const STORE: bool>(rng: &mut ChaCha8Rng, a: &Access, i0: u64, k: u64, out: &mut OpBuf) {
     let op = |addr| {
         if STORE {
             Op::Store(addr)
@@ -261,7 +261,7 @@ fn run<const STORE: bool>(rng: &mut ChaCha8Rng, a: &Access, i0: u64, k: u64, out
 }
 
 impl ThreadStream for Stream {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         if self.done {
             return;
         }

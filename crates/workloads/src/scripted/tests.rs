@@ -1,7 +1,9 @@
 //! Tests of the scripted workload: exact op sequences, distributions and keyed errors.
 
 use tierlab::config::ConfigError;
-use tierlab::workload::{advice, prot, Backing, Mark, Op, Placement, ThreadStream, Workload};
+use tierlab::workload::{
+    advice, prot, Backing, Mark, Op, OpBuf, Placement, ThreadStream, Workload,
+};
 
 use super::process_image::REGIONS_END;
 use super::regions::{ALIGN, BASE};
@@ -22,12 +24,12 @@ fn wl(src: &str) -> Workload {
 }
 
 fn drain(s: &mut dyn ThreadStream) -> Vec<Op> {
-    let mut out = Vec::new();
+    let mut out = OpBuf::new();
     loop {
         let before = out.len();
         s.refill(&mut out);
         if out.len() == before {
-            return out;
+            return out.to_vec();
         }
         assert!(out.len() - before <= CHUNK + 8, "refill must stay chunked");
         assert!(out.len() < 50_000_000, "runaway stream");
@@ -320,7 +322,7 @@ fn long_loops_are_lazy() {
          [[workload.phases]]\nname = \"p\"\nkind = \"madvise\"\nregion = \"buf\"\nadvice = \"pageout\"\n\
          [[workload.loop]]\ntimes = 10000\nphases = [\"t\", \"p\"]\n");
     let s = w.threads[1].stream.as_mut();
-    let mut out = Vec::new();
+    let mut out = OpBuf::new();
     let mut total = 0usize;
     let mut calls = 0;
     loop {

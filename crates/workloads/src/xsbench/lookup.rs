@@ -3,7 +3,7 @@
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tierlab::workload::{Mark, Op};
+use tierlab::workload::{Mark, Op, OpBuf};
 
 use super::config::XsbenchConfig;
 use super::layout::{XsbenchLayout, NGP_BYTES};
@@ -147,7 +147,7 @@ impl Lookups {
 
     /// One history-mode lookup: `calculate_macro_xs` with the unionized grid.
     #[inline]
-    pub fn emit(&mut self, out: &mut Vec<Op>) {
+    pub fn emit(&mut self, out: &mut OpBuf) {
         out.push(Op::IFetch(self.t.code[self.rot]));
         self.rot += 1;
         if self.rot == self.t.code.len() {

@@ -1,7 +1,7 @@
 //! One thread's lazy op stream: its program as a list of segments, expanded ~`CHUNK` ops per
 //! `refill`.
 
-use tierlab::workload::{Op, ThreadStream};
+use tierlab::workload::{Op, OpBuf, ThreadStream};
 
 use super::lookup::Lookups;
 use super::PAGE;
@@ -62,7 +62,7 @@ impl XsStream {
 }
 
 impl ThreadStream for XsStream {
-    fn refill(&mut self, out: &mut Vec<Op>) {
+    fn refill(&mut self, out: &mut OpBuf) {
         let target = out.len() + CHUNK;
         while out.len() < target {
             let Some(&seg) = self.segs.get(self.seg) else {

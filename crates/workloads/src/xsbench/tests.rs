@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use tierlab::workload::{Mark, Op, ThreadStream};
+use tierlab::workload::{Mark, Op, OpBuf, ThreadStream};
 
 use super::layout::NGP_BYTES;
 use super::stream::CHUNK;
@@ -12,14 +12,14 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 fn drain(s: &mut dyn ThreadStream) -> Vec<Op> {
     let mut all = Vec::new();
-    let mut buf = Vec::new();
+    let mut buf = OpBuf::new();
     loop {
         buf.clear();
         s.refill(&mut buf);
         if buf.is_empty() {
             return all;
         }
-        all.extend_from_slice(&buf);
+        all.extend(buf.iter());
     }
 }
 
@@ -365,7 +365,7 @@ fn thread_split() {
 fn refill_is_bounded() {
     let c = cfg(Size::Large, 2, 10);
     let mut w = build(&c);
-    let mut buf = Vec::new();
+    let mut buf = OpBuf::new();
     for _ in 0..200 {
         buf.clear();
         w.threads[0].stream.refill(&mut buf);
