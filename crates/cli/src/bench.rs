@@ -14,13 +14,7 @@ pub use reference_loop::Outcome;
 
 /// The recorded page stream of every workload thread, and the TLB geometry it runs through.
 pub struct Reference {
-    /// Per thread: the page of each load, store or instruction fetch, in program order.
-    streams: Vec<Vec<u32>>,
-    /// Per thread: the positions of its instruction fetches in `streams` (they go through
-    /// the iTLB), ascending.
-    fetches: Vec<Vec<u32>>,
-    /// Per thread: its process (each process has a page table of its own).
-    process: Vec<u32>,
+    recorded: reference_loop::Recorded,
     geometry: reference_loop::Geometry,
 }
 
@@ -30,7 +24,7 @@ impl Reference {
     /// the simulated kernel does), at most `cap` accesses per thread.
     pub fn record(cfg: &Config, origin: &str, mut cap: u64) -> Result<Reference, String> {
         let workload: Workload = workloads::build(cfg, origin).map_err(|e| e.to_string())?;
-        let (mut streams, mut fetches, mut process) = (Vec::new(), Vec::new(), Vec::new());
+        let mut rec = reference_loop::Recorded::default();
         let mut buf = OpBuf::new();
         for mut t in workload.threads {
             let (mut vpns, mut fetch) = (Vec::new(), Vec::new());
@@ -63,9 +57,9 @@ impl Reference {
                     cap -= 1;
                 }
             }
-            streams.push(vpns);
-            fetches.push(fetch);
-            process.push(t.process);
+            rec.streams.push(vpns);
+            rec.fetches.push(fetch);
+            rec.process.push(t.process);
         }
         let tlb = &cfg.machine.tlb;
         let geometry = reference_loop::Geometry {
@@ -74,32 +68,28 @@ impl Reference {
             stlb: (tlb.stlb_entries, tlb.stlb_ways),
         };
         Ok(Reference {
-            streams,
-            fetches,
-            process,
+            recorded: rec,
             geometry,
         })
     }
 
     pub fn accesses(&self) -> u64 {
-        self.streams.iter().map(|s| s.len() as u64).sum()
+        self.recorded.streams.iter().map(|s| s.len() as u64).sum()
     }
 
     pub fn threads(&self) -> usize {
-        self.streams.iter().filter(|s| !s.is_empty()).count()
+        self.recorded
+            .streams
+            .iter()
+            .filter(|s| !s.is_empty())
+            .count()
     }
 
     /// One timed pass over every thread's stream (the page tables are built first, untimed).
     pub fn time(&self) -> (Outcome, f64) {
-        let tables = reference_loop::PageTables::build(&self.streams, &self.process);
+        let tables = reference_loop::PageTables::build(&self.recorded);
         let start = Instant::now();
-        let out = reference_loop::run(
-            &self.streams,
-            &self.fetches,
-            &self.process,
-            &tables,
-            &self.geometry,
-        );
+        let out = reference_loop::run(&self.recorded, &tables, &self.geometry);
         (out, start.elapsed().as_secs_f64())
     }
 }

@@ -69,15 +69,32 @@ impl PageTable {
     }
 }
 
+/// Every workload thread's recorded page stream.
+#[derive(Default)]
+pub struct Recorded {
+    /// Per thread: the page of each load, store or instruction fetch, in program order.
+    pub streams: Vec<Vec<u32>>,
+    /// Per thread: the positions of its instruction fetches in `streams` (they go through
+    /// the iTLB), ascending.
+    pub fetches: Vec<Vec<u32>>,
+    /// Per thread: its process (each process has a page table of its own).
+    pub process: Vec<u32>,
+}
+
 /// The page tables of every process, built before the timed loop.
 pub struct PageTables(Vec<PageTable>);
 
 impl PageTables {
-    pub fn build(streams: &[Vec<u32>], process: &[u32]) -> Self {
-        let n = process.iter().map(|&p| p as usize + 1).max().unwrap_or(0);
+    pub fn build(rec: &Recorded) -> Self {
+        let n = rec
+            .process
+            .iter()
+            .map(|&p| p as usize + 1)
+            .max()
+            .unwrap_or(0);
         let mut tables: Vec<PageTable> = (0..n).map(|_| PageTable::new()).collect();
         let mut pfn = 1u64;
-        for (s, &p) in streams.iter().zip(process) {
+        for (s, &p) in rec.streams.iter().zip(&rec.process) {
             for &e in s {
                 tables[p as usize].map(e, &mut pfn);
             }
@@ -162,14 +179,13 @@ impl<const LANES: usize> Tlb<LANES> {
 
 /// Every thread's stream through TLBs of its own (a pinned thread's CPU), a thread at a time.
 fn run_with<const L1: usize, const S: usize>(
-    streams: &[Vec<u32>],
-    fetches: &[Vec<u32>],
-    process: &[u32],
+    rec: &Recorded,
     tables: &PageTables,
     g: &Geometry,
 ) -> Outcome {
     let mut out = Outcome::default();
-    for ((stream, fetch), &p) in streams.iter().zip(fetches).zip(process) {
+    let threads = rec.streams.iter().zip(&rec.fetches).zip(&rec.process);
+    for ((stream, fetch), &p) in threads {
         let pt = &tables.0[p as usize];
         let mut dtlb = Tlb::<L1>::new(g.dtlb);
         let mut itlb = Tlb::<L1>::new(g.itlb);
@@ -212,21 +228,15 @@ fn lanes(ways: u32) -> usize {
 }
 
 /// The timed pass, its lane widths picked once for the geometry.
-pub fn run(
-    streams: &[Vec<u32>],
-    fetches: &[Vec<u32>],
-    process: &[u32],
-    tables: &PageTables,
-    g: &Geometry,
-) -> Outcome {
+pub fn run(rec: &Recorded, tables: &PageTables, g: &Geometry) -> Outcome {
     macro_rules! pick {
         ($($l:literal),*) => {
             match (lanes(g.dtlb.1.max(g.itlb.1)), lanes(g.stlb.1)) {
                 $(
-                    ($l, 4) => run_with::<$l, 4>(streams, fetches, process, tables, g),
-                    ($l, 8) => run_with::<$l, 8>(streams, fetches, process, tables, g),
-                    ($l, 16) => run_with::<$l, 16>(streams, fetches, process, tables, g),
-                    ($l, 32) => run_with::<$l, 32>(streams, fetches, process, tables, g),
+                    ($l, 4) => run_with::<$l, 4>(rec, tables, g),
+                    ($l, 8) => run_with::<$l, 8>(rec, tables, g),
+                    ($l, 16) => run_with::<$l, 16>(rec, tables, g),
+                    ($l, 32) => run_with::<$l, 32>(rec, tables, g),
                 )*
                 (l, s) => unreachable!("TLB ways above 32 ({l}, {s}): config validation allows 32"),
             }
@@ -247,9 +257,13 @@ mod tests {
             stlb: (8, 4),
         };
         // 4 pages fit the L1; a fifth in the same STLB set pair evicts.
-        let s = vec![vec![1, 2, 3, 4, 1, 2, 3, 4, 1]];
-        let t = PageTables::build(&s, &[0]);
-        let o = run(&s, &[vec![8]], &[0], &t, &g);
+        let rec = Recorded {
+            streams: vec![vec![1, 2, 3, 4, 1, 2, 3, 4, 1]],
+            fetches: vec![vec![8]],
+            process: vec![0],
+        };
+        let t = PageTables::build(&rec);
+        let o = run(&rec, &t, &g);
         assert_eq!(o.walks, 4);
         assert_eq!(o.stlb_hits, 1, "the fetch finds page 1 in the STLB");
         assert_eq!(o.checksum, 1 + 2 + 3 + 4 + 1 + 2 + 3 + 4 + 1);
