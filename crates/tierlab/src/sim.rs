@@ -1158,8 +1158,7 @@ fn hot_ops(
                 };
                 let mut cached = Cached::Miss;
                 if vaddr < USER_VA_END {
-                    if let Some(i) = l1.lookup(vpn, asid) {
-                        let d = l1.data(i);
+                    if let Some(d) = l1.lookup_data(vpn, asid) {
                         if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
                             let cyc = data_cycles(
                                 &mut cpu.cache,
@@ -1174,8 +1173,7 @@ fn hot_ops(
                             continue;
                         }
                         cached = Cached::L1;
-                    } else if let Some(i) = cpu.stlb.lookup(vpn, asid) {
-                        let d = cpu.stlb.data(i);
+                    } else if let Some(d) = cpu.stlb.lookup_data(vpn, asid) {
                         if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
                             l1.insert(vpn, asid, d);
                             cpu.perf.inc(Perf::StlbHits);

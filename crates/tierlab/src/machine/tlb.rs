@@ -213,6 +213,22 @@ impl Tlb {
         Some(self.index(set, found))
     }
 
+    /// `lookup` for the payload alone (the engine's fast path). The payload is read before
+    /// the PLRU bits are written, so the set's position is computed once: after a store to
+    /// the bits the compiler reloads the TLB's geometry and recomputes it.
+    #[inline(always)]
+    pub fn lookup_data(&mut self, vpn: u32, pcid: u16) -> Option<u32> {
+        let set = self.set_of(vpn);
+        let hits = self.find(set, vpn, make_meta(pcid));
+        if hits == 0 {
+            return None;
+        }
+        let found = hits.trailing_zeros() as usize;
+        let data = self.data(self.index(set, found));
+        self.touch(set, found);
+        Some(data)
+    }
+
     /// Look up a translation; on a hit, returns the entry index and marks it recently used.
     #[inline]
     pub fn lookup(&mut self, vpn: u32, pcid: u16) -> Option<usize> {
@@ -431,6 +447,8 @@ mod tests {
             t.insert(v, 1, v);
         }
         assert!((0..48).all(|v| t.lookup(v, 1).is_some_and(|i| t.data(i) == v)));
+        assert!((0..48).all(|v| t.lookup_data(v, 1) == Some(v)));
+        assert_eq!(t.lookup_data(0, 2), None, "another PCID");
         assert!(t.invalidate_page(47, 1));
         assert!(t.lookup(47, 1).is_none() && t.lookup(43, 1).is_some());
     }
