@@ -7,11 +7,12 @@
 //! `scenario.seed`, so a config and seed give the same result, byte for byte.
 
 use crate::config::{CheckLevel, Config};
+use crate::cost::CostTable;
 use crate::kernel::{Event, Kernel};
 use crate::machine::cache::LINE_SHIFT;
 use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
-use crate::machine::Machine;
+use crate::machine::{node_of, Machine, MemoryNode};
 use crate::mm::page::NIL;
 use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
 use crate::sched::{Thread, ThreadState};
@@ -473,6 +474,36 @@ impl Sim {
         // random tick would be, in proportion to its length, and a fault's time is kernel time.
         let mut in_fault: Option<(u64, AccessKind)> = None;
         while self.hw.cpus[c].clock < until && !stop {
+            if !self.hw.huge_tlb {
+                let from = pos;
+                let hot = hot_ops(
+                    &mut self.hw,
+                    c,
+                    buf.words(),
+                    &mut pos,
+                    until,
+                    share,
+                    &mut accesses,
+                );
+                if pos != from {
+                    in_fault = None;
+                }
+                match hot {
+                    Hot::Time => continue,
+                    Hot::Other => {}
+                    Hot::Slow(a, vpn, kind, cached) => {
+                        let sys = self.hw.cpus[c].sys_cycles;
+                        let cyc = self.access_slow(c, tid, a, vpn, kind, cached);
+                        self.hw.cpus[c].clock += cyc * share;
+                        let faulted = self.hw.cpus[c].sys_cycles != sys;
+                        in_fault = faulted.then_some((a, kind));
+                        if self.fatal.is_some() {
+                            stop = true;
+                        }
+                        continue;
+                    }
+                }
+            }
             if pos == buf.len() {
                 buf.clear();
                 pos = 0;
@@ -876,16 +907,16 @@ impl Sim {
     /// node (which counts the access as memory traffic).
     #[inline(always)]
     fn mem_cycles(&mut self, c: usize, pfn: u32, vaddr: u64, store: bool) -> u64 {
-        if let Some(cache) = self.hw.cpus[c].cache.as_mut() {
-            let line = ((pfn as u64) << (PAGE_SHIFT - LINE_SHIFT)) | ((vaddr >> LINE_SHIFT) & 63);
-            if cache.access(line) {
-                return self.hw.cost.cache_hit_cycles as u64;
-            }
-        }
-        let n = self.hw.node_of_pfn(pfn);
-        let node = &mut self.hw.mem[n];
-        node.accesses += 1;
-        node.latency_cycles[store as usize] as u64
+        let hw = &mut self.hw;
+        data_cycles(
+            &mut hw.cpus[c].cache,
+            &mut hw.mem,
+            &hw.node_end_pfn,
+            &hw.cost,
+            pfn,
+            vaddr,
+            store,
+        )
     }
 
     /// TLB miss (or a store through a clean/read-only entry): walk the page table, set the
@@ -1043,6 +1074,138 @@ impl Sim {
         }
         cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store)
     }
+}
+
+/// `Sim::mem_cycles` on the machine's parts (`cache` the CPU's): the data access after
+/// translation, a cache-filter hit, or the latency of the frame's node (which counts the
+/// access as memory traffic).
+#[inline(always)]
+fn data_cycles(
+    cache: &mut Option<crate::machine::cache::Cache>,
+    mem: &mut [MemoryNode],
+    node_end_pfn: &[u32],
+    cost: &CostTable,
+    pfn: u32,
+    vaddr: u64,
+    store: bool,
+) -> u64 {
+    if let Some(cache) = cache.as_mut() {
+        let line = ((pfn as u64) << (PAGE_SHIFT - LINE_SHIFT)) | ((vaddr >> LINE_SHIFT) & 63);
+        if cache.access(line) {
+            return cost.cache_hit_cycles as u64;
+        }
+    }
+    let node = &mut mem[node_of(node_end_pfn, pfn)];
+    node.accesses += 1;
+    node.latency_cycles[store as usize] as u64
+}
+
+/// How `hot_ops` stopped.
+enum Hot {
+    /// The CPU's clock reached the quantum's end.
+    Time,
+    /// The buffer is used up, or its next op is not one `hot_ops` runs.
+    Other,
+    /// An access (counted, its op consumed) that needs the walk: (address, vpn, kind, where
+    /// the TLBs found it).
+    Slow(u64, u32, AccessKind, Cached),
+}
+
+/// The engine's inner loop, with THP off: runs CPU `c`'s ops from `words[*pos]` while they
+/// are computes and accesses the TLBs translate (`Sim::access`'s fast path), until the clock
+/// reaches `until`. The CPU, its TLBs and the op words are borrowed once here, not indexed
+/// anew per access, and the clock is a local. Advances `pos` and `accesses` past what it ran.
+#[inline(always)]
+fn hot_ops(
+    hw: &mut Machine,
+    c: usize,
+    words: &[u64],
+    pos: &mut usize,
+    until: u64,
+    share: u64,
+    accesses: &mut u64,
+) -> Hot {
+    let Machine {
+        cpus,
+        mem,
+        node_end_pfn,
+        cost,
+        ..
+    } = hw;
+    let cpu = &mut cpus[c];
+    let asid = cpu.cur_asid;
+    let stlb_hit = cost.stlb_hit_cycles as u64;
+    let mut clock = cpu.clock;
+    let mut p = *pos;
+    let mut acc = *accesses;
+    let end = loop {
+        if clock >= until {
+            break Hot::Time;
+        }
+        let Some(&w) = words.get(p) else {
+            break Hot::Other;
+        };
+        match OpBuf::decode(w) {
+            Slot::Access(kind, vaddr) => {
+                p += 1;
+                acc += 1;
+                let vpn = (vaddr >> PAGE_SHIFT) as u32;
+                let store = kind == AccessKind::Store;
+                let l1 = if kind == AccessKind::IFetch {
+                    &mut cpu.itlb
+                } else {
+                    &mut cpu.dtlb
+                };
+                let mut cached = Cached::Miss;
+                if vaddr < USER_VA_END {
+                    if let Some(d) = l1.lookup_data(vpn, asid) {
+                        if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                            let cyc = data_cycles(
+                                &mut cpu.cache,
+                                mem,
+                                node_end_pfn,
+                                cost,
+                                tlb_pfn(d),
+                                vaddr,
+                                store,
+                            );
+                            clock += cyc * share;
+                            continue;
+                        }
+                        cached = Cached::L1;
+                    } else if let Some(d) = cpu.stlb.lookup_data(vpn, asid) {
+                        if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                            l1.insert(vpn, asid, d);
+                            cpu.perf.inc(Perf::StlbHits);
+                            let cyc = stlb_hit
+                                + data_cycles(
+                                    &mut cpu.cache,
+                                    mem,
+                                    node_end_pfn,
+                                    cost,
+                                    tlb_pfn(d),
+                                    vaddr,
+                                    store,
+                                );
+                            clock += cyc * share;
+                            continue;
+                        }
+                        cached = Cached::Stlb;
+                    }
+                }
+                break Hot::Slow(vaddr, vpn, kind, cached);
+            }
+            Slot::Compute(n) => {
+                p += 1;
+                clock += n as u64 * share;
+            }
+            _ => break Hot::Other,
+        }
+    };
+    cpu.clock = clock;
+    *pos = p;
+    *accesses = acc;
+    end
 }
 
 /// Where the fast path found the translation before handing over to the slow path.

@@ -264,7 +264,18 @@ impl OpBuf {
 
     #[inline(always)]
     pub(crate) fn slot(&self, i: usize) -> Slot {
-        let w = self.words[i];
+        Self::decode(self.words[i])
+    }
+
+    /// The packed ops, for a loop that reads them in order (`decode` each).
+    #[inline(always)]
+    pub(crate) fn words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// The `Slot` a word of `words` holds.
+    #[inline(always)]
+    pub(crate) fn decode(w: u64) -> Slot {
         let p = w & PAYLOAD;
         match w >> TAG_SHIFT {
             TAG_LOAD => Slot::Access(AccessKind::Load, p),

@@ -22,6 +22,16 @@ pub struct MemoryNode {
     pub accesses: u64,
 }
 
+/// The node of frame `pfn`, from the first pfn past each node's frames (`Machine::node_end_pfn`).
+#[inline(always)]
+pub fn node_of(node_end_pfn: &[u32], pfn: u32) -> usize {
+    let mut n = 0;
+    while pfn >= node_end_pfn[n] {
+        n += 1;
+    }
+    n
+}
+
 pub struct Machine {
     pub cpus: Vec<Cpu>,
     pub mem: Vec<MemoryNode>,
@@ -99,11 +109,7 @@ impl Machine {
     /// The node a physical frame belongs to.
     #[inline]
     pub fn node_of_pfn(&self, pfn: u32) -> usize {
-        let mut n = 0;
-        while pfn >= self.node_end_pfn[n] {
-            n += 1;
-        }
-        n
+        node_of(&self.node_end_pfn, pfn)
     }
 
     pub fn ns_to_cycles(&self, ns: f64) -> u64 {

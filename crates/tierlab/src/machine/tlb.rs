@@ -1,10 +1,10 @@
 //! A set-associative TLB with PCID-tagged entries and bit-PLRU replacement (the LRU
 //! approximation real TLBs use, and cheap enough for the hot path).
 //!
-//! Entries are split into a tag array (scanned on every lookup) and a data array (read on a
-//! hit). A tag is two u32 words, the page number and the PCID with the page size and a valid
-//! bit, held four ways to a 32-byte chunk: a lookup compares a chunk's ways at once (two SSE2
-//! compares), a chunk at a time, and touches one cache line of tags per set of up to 8 ways.
+//! A tag is two u32 words, the page number and the PCID with the page size and a valid bit,
+//! held four ways to a 64-byte chunk with the four ways' payloads (and, in a set's first
+//! chunk, the set's PLRU bits): a lookup compares a chunk's ways at once (two SSE2 compares),
+//! a chunk at a time, and a hit in a set of up to 4 ways touches that one cache line.
 
 /// Entry payload: `pfn << 2 | WRITE | DIRTY`, the translation and the permission bits the TLB caches.
 pub const TLB_WRITE: u32 = 1 << 1;
@@ -26,12 +26,18 @@ const LANES: usize = 4;
 /// An entry's tag is two u32 lanes, compared together: the key (the virtual page number, or
 /// the 2 MiB page number `vpn >> 9` of a huge entry) and the meta word, which holds the PCID,
 /// the page size and a valid bit (0 = empty). A set's ways are `chunks` chunks of `LANES`
-/// ways; the lanes beyond `ways` stay empty, and no lookup's meta is 0.
+/// ways; the lanes beyond `ways` stay empty, and no lookup's meta is 0. A chunk is one cache
+/// line: the lanes' payloads are beside their tags, and the set's bit-PLRU state in its
+/// first chunk.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 struct Chunk {
     key: [u32; LANES],
     meta: [u32; LANES],
+    /// The lanes' payloads.
+    data: [u32; LANES],
+    /// One MRU bit per way of the set (bit-PLRU); used in a set's first chunk only.
+    mru: u32,
 }
 
 impl Chunk {
@@ -120,11 +126,9 @@ pub struct Tlb {
     set_mask: u32,
     /// The `ways` low bits.
     all_ways: u32,
+    /// `chunks` per set; an entry's index is set × `chunks` × `LANES` + way.
     tags: Vec<Chunk>,
-    /// Entry payloads, `chunks * LANES` per set (an entry's index is set × that + way).
-    data: Vec<u32>,
-    /// One MRU bit per way per set (bit-PLRU).
-    mru: Vec<u32>,
+    sets: usize,
 }
 
 impl Tlb {
@@ -147,13 +151,12 @@ impl Tlb {
                 (1u32 << ways) - 1
             },
             tags: vec![Chunk::default(); sets as usize * chunks],
-            data: vec![0; sets as usize * chunks * LANES],
-            mru: vec![0; sets as usize],
+            sets: sets as usize,
         }
     }
 
     pub fn entries(&self) -> usize {
-        self.mru.len() * self.ways
+        self.sets * self.ways
     }
 
     #[inline]
@@ -163,8 +166,9 @@ impl Tlb {
 
     #[inline]
     fn touch(&mut self, set: usize, way: usize) {
-        let bits = self.mru[set] | (1 << way);
-        self.mru[set] = if bits == self.all_ways {
+        let mru = &mut self.tags[set * self.chunks].mru;
+        let bits = *mru | (1 << way);
+        *mru = if bits == self.all_ways {
             1 << way
         } else {
             bits
@@ -209,6 +213,22 @@ impl Tlb {
         Some(self.index(set, found))
     }
 
+    /// `lookup` for the payload alone (the engine's fast path). The payload is read before
+    /// the PLRU bits are written, so the set's position is computed once: after a store to
+    /// the bits the compiler reloads the TLB's geometry and recomputes it.
+    #[inline(always)]
+    pub fn lookup_data(&mut self, vpn: u32, pcid: u16) -> Option<u32> {
+        let set = self.set_of(vpn);
+        let hits = self.find(set, vpn, make_meta(pcid));
+        if hits == 0 {
+            return None;
+        }
+        let found = hits.trailing_zeros() as usize;
+        let data = self.data(self.index(set, found));
+        self.touch(set, found);
+        Some(data)
+    }
+
     /// Look up a translation; on a hit, returns the entry index and marks it recently used.
     #[inline]
     pub fn lookup(&mut self, vpn: u32, pcid: u16) -> Option<usize> {
@@ -225,7 +245,7 @@ impl Tlb {
     /// frame.
     pub fn insert_huge(&mut self, hvpn: u32, pcid: u16, data: u32) {
         match self.lookup_huge(hvpn, pcid) {
-            Some(i) => self.data[i] = data,
+            Some(i) => self.set_data(i, data),
             None => {
                 self.insert_meta(hvpn, make_huge_meta(pcid), data);
             }
@@ -234,12 +254,12 @@ impl Tlb {
 
     #[inline]
     pub fn data(&self, idx: usize) -> u32 {
-        self.data[idx]
+        self.tags[idx / LANES].data[idx % LANES]
     }
 
     #[inline]
     pub fn set_data(&mut self, idx: usize, data: u32) {
-        self.data[idx] = data;
+        self.tags[idx / LANES].data[idx % LANES] = data;
     }
 
     /// Insert a translation (the caller has checked it is absent); evicts the bit-PLRU victim.
@@ -260,13 +280,13 @@ impl Tlb {
         let way = if empty != 0 {
             empty.trailing_zeros()
         } else {
-            (!self.mru[set]).trailing_zeros()
+            (!chunks[0].mru).trailing_zeros()
         } as usize;
         let idx = self.index(set, way);
         let chunk = &mut self.tags[idx / LANES];
         chunk.key[idx % LANES] = key;
         chunk.meta[idx % LANES] = meta;
-        self.data[idx] = data;
+        chunk.data[idx % LANES] = data;
         self.touch(set, way);
         idx
     }
@@ -278,7 +298,7 @@ impl Tlb {
         let hits = self.find(set, vpn, make_meta(pcid));
         if hits != 0 {
             let idx = self.index(set, hits.trailing_zeros() as usize);
-            self.data[idx] = data;
+            self.set_data(idx, data);
         }
     }
 
@@ -310,20 +330,22 @@ impl Tlb {
 
     /// Drop every entry (INVPCID all-context).
     pub fn flush_all(&mut self) {
-        self.tags.iter_mut().for_each(|c| c.meta = [0; LANES]);
-        self.mru.iter_mut().for_each(|m| *m = 0);
+        self.tags.iter_mut().for_each(|c| {
+            c.meta = [0; LANES];
+            c.mru = 0;
+        });
     }
 
     /// Valid entries as (first vpn, pcid, data, pages translated: 1 or 512), for the
     /// invariant checker and tests.
     pub fn valid_entries(&self) -> impl Iterator<Item = (u32, u16, u32, u32)> + '_ {
-        (0..self.mru.len())
+        (0..self.sets)
             .flat_map(move |set| (0..self.ways).map(move |way| self.index(set, way)))
             .filter_map(move |idx| {
                 let chunk = &self.tags[idx / LANES];
                 let (key, meta) = (chunk.key[idx % LANES], chunk.meta[idx % LANES]);
                 let pcid = (meta & 0xffff) as u16;
-                let d = self.data[idx];
+                let d = chunk.data[idx % LANES];
                 if meta == 0 {
                     None
                 } else if meta & HUGE_META != 0 {
@@ -425,6 +447,8 @@ mod tests {
             t.insert(v, 1, v);
         }
         assert!((0..48).all(|v| t.lookup(v, 1).is_some_and(|i| t.data(i) == v)));
+        assert!((0..48).all(|v| t.lookup_data(v, 1) == Some(v)));
+        assert_eq!(t.lookup_data(0, 2), None, "another PCID");
         assert!(t.invalidate_page(47, 1));
         assert!(t.lookup(47, 1).is_none() && t.lookup(43, 1).is_some());
     }
