@@ -625,28 +625,14 @@ impl Sim {
                         }
                     }
                     Op::Barrier => {
-                        self.end_quantum(
-                            c,
-                            tid,
-                            pos,
-                            std::mem::take(&mut buf),
-                            (start_clock, start_sys, accesses),
-                        );
-                        let now = self.hw.cpus[c].clock;
-                        self.enter_phase(tid, None, now, 0, 0);
+                        let start = (start_clock, start_sys, accesses);
+                        self.end_quantum_and_phase(c, tid, pos, std::mem::take(&mut buf), start);
                         self.k.thread_barrier(&mut self.hw, c, tid);
                         return;
                     }
                     Op::Join => {
-                        self.end_quantum(
-                            c,
-                            tid,
-                            pos,
-                            std::mem::take(&mut buf),
-                            (start_clock, start_sys, accesses),
-                        );
-                        let now = self.hw.cpus[c].clock;
-                        self.enter_phase(tid, None, now, 0, 0);
+                        let start = (start_clock, start_sys, accesses);
+                        self.end_quantum_and_phase(c, tid, pos, std::mem::take(&mut buf), start);
                         self.k.thread_join(&mut self.hw, c, tid);
                         return;
                     }
@@ -712,15 +698,8 @@ impl Sim {
                         }
                     }
                     Op::Exit => {
-                        self.end_quantum(
-                            c,
-                            tid,
-                            pos,
-                            std::mem::take(&mut buf),
-                            (start_clock, start_sys, accesses),
-                        );
-                        let now = self.hw.cpus[c].clock;
-                        self.enter_phase(tid, None, now, 0, 0);
+                        let start = (start_clock, start_sys, accesses);
+                        self.end_quantum_and_phase(c, tid, pos, std::mem::take(&mut buf), start);
                         self.k.thread_exit(&mut self.hw, c, tid);
                         return;
                     }
@@ -763,6 +742,20 @@ impl Sim {
         self.k.sched.threads[tid].buf = buf;
         let (start_clock, start_sys, accesses) = start;
         self.finish_quantum(c, start_clock, start_sys, accesses, tid);
+    }
+
+    /// The quantum ends at a barrier, join or exit, and so does the thread's phase.
+    fn end_quantum_and_phase(
+        &mut self,
+        c: usize,
+        tid: usize,
+        pos: usize,
+        buf: OpBuf,
+        start: (u64, u64, u64),
+    ) {
+        self.end_quantum(c, tid, pos, buf, start);
+        let now = self.hw.cpus[c].clock;
+        self.enter_phase(tid, None, now, 0, 0);
     }
 
     fn finish_quantum(&mut self, c: usize, start_clock: u64, start_sys: u64, acc: u64, tid: usize) {
