@@ -777,35 +777,12 @@ impl Sim {
         if self.hw.huge_tlb {
             return self.access_thp(c, tid, vaddr, kind);
         }
-        let vpn = (vaddr >> PAGE_SHIFT) as u32;
-        let store = kind == AccessKind::Store;
-        let cpu = &mut self.hw.cpus[c];
-        let asid = cpu.cur_asid;
-        let l1 = if kind == AccessKind::IFetch {
-            &mut cpu.itlb
-        } else {
-            &mut cpu.dtlb
-        };
-        let mut cached = Cached::Miss;
-        if vaddr < USER_VA_END {
-            if let Some(i) = l1.lookup(vpn, asid) {
-                let d = l1.data(i);
-                if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
-                    return self.mem_cycles(c, tlb_pfn(d), vaddr, store);
-                }
-                cached = Cached::L1;
-            } else if let Some(i) = cpu.stlb.lookup(vpn, asid) {
-                let d = cpu.stlb.data(i);
-                if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
-                    l1.insert(vpn, asid, d);
-                    cpu.perf.inc(Perf::StlbHits);
-                    return self.hw.cost.stlb_hit_cycles as u64
-                        + self.mem_cycles(c, tlb_pfn(d), vaddr, store);
-                }
-                cached = Cached::Stlb;
-            }
+        let hw = &mut self.hw;
+        let cpu = &mut hw.cpus[c];
+        match tlb_fast(cpu, &mut hw.mem, &hw.node_end_pfn, &hw.cost, vaddr, kind) {
+            Ok(cycles) => cycles,
+            Err((vpn, cached)) => self.access_slow(c, tid, vaddr, vpn, kind, cached),
         }
-        self.access_slow(c, tid, vaddr, vpn, kind, cached)
     }
 
     /// `access` with THP possible: the 2 MiB L1 dTLB is probed after the 4 KiB one and
@@ -1093,6 +1070,56 @@ fn data_cycles(
     node.latency_cycles[store as usize] as u64
 }
 
+/// `Sim::access`'s fast path with THP off, on CPU `cpu`: the L1 TLB (iTLB for fetches), then
+/// the STLB with an L1 fill, each usable only if a store finds the entry writable and dirty.
+/// Returns the access's cycles, or the vpn and where the TLBs found it for `access_slow`.
+#[inline(always)]
+fn tlb_fast(
+    cpu: &mut Cpu,
+    mem: &mut [MemoryNode],
+    node_end_pfn: &[u32],
+    cost: &CostTable,
+    vaddr: u64,
+    kind: AccessKind,
+) -> Result<u64, (u32, Cached)> {
+    let vpn = (vaddr >> PAGE_SHIFT) as u32;
+    let store = kind == AccessKind::Store;
+    let asid = cpu.cur_asid;
+    let l1 = if kind == AccessKind::IFetch {
+        &mut cpu.itlb
+    } else {
+        &mut cpu.dtlb
+    };
+    let mut cached = Cached::Miss;
+    if vaddr < USER_VA_END {
+        if let Some(d) = l1.lookup_data(vpn, asid) {
+            if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                let pfn = tlb_pfn(d);
+                return Ok(data_cycles(
+                    &mut cpu.cache,
+                    mem,
+                    node_end_pfn,
+                    cost,
+                    pfn,
+                    vaddr,
+                    store,
+                ));
+            }
+            cached = Cached::L1;
+        } else if let Some(d) = cpu.stlb.lookup_data(vpn, asid) {
+            if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
+                l1.insert(vpn, asid, d);
+                cpu.perf.inc(Perf::StlbHits);
+                let pfn = tlb_pfn(d);
+                let data = data_cycles(&mut cpu.cache, mem, node_end_pfn, cost, pfn, vaddr, store);
+                return Ok(cost.stlb_hit_cycles as u64 + data);
+            }
+            cached = Cached::Stlb;
+        }
+    }
+    Err((vpn, cached))
+}
+
 /// How `hot_ops` stopped.
 enum Hot {
     /// The CPU's clock reached the quantum's end.
@@ -1126,8 +1153,6 @@ fn hot_ops(
         ..
     } = hw;
     let cpu = &mut cpus[c];
-    let asid = cpu.cur_asid;
-    let stlb_hit = cost.stlb_hit_cycles as u64;
     let mut clock = cpu.clock;
     let mut p = *pos;
     let mut acc = *accesses;
@@ -1142,51 +1167,10 @@ fn hot_ops(
             Slot::Access(kind, vaddr) => {
                 p += 1;
                 acc += 1;
-                let vpn = (vaddr >> PAGE_SHIFT) as u32;
-                let store = kind == AccessKind::Store;
-                let l1 = if kind == AccessKind::IFetch {
-                    &mut cpu.itlb
-                } else {
-                    &mut cpu.dtlb
-                };
-                let mut cached = Cached::Miss;
-                if vaddr < USER_VA_END {
-                    if let Some(d) = l1.lookup_data(vpn, asid) {
-                        if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
-                            let cyc = data_cycles(
-                                &mut cpu.cache,
-                                mem,
-                                node_end_pfn,
-                                cost,
-                                tlb_pfn(d),
-                                vaddr,
-                                store,
-                            );
-                            clock += cyc * share;
-                            continue;
-                        }
-                        cached = Cached::L1;
-                    } else if let Some(d) = cpu.stlb.lookup_data(vpn, asid) {
-                        if !store || d & WRITABLE_DIRTY == WRITABLE_DIRTY {
-                            l1.insert(vpn, asid, d);
-                            cpu.perf.inc(Perf::StlbHits);
-                            let cyc = stlb_hit
-                                + data_cycles(
-                                    &mut cpu.cache,
-                                    mem,
-                                    node_end_pfn,
-                                    cost,
-                                    tlb_pfn(d),
-                                    vaddr,
-                                    store,
-                                );
-                            clock += cyc * share;
-                            continue;
-                        }
-                        cached = Cached::Stlb;
-                    }
+                match tlb_fast(cpu, mem, node_end_pfn, cost, vaddr, kind) {
+                    Ok(cyc) => clock += cyc * share,
+                    Err((vpn, cached)) => break Hot::Slow(vaddr, vpn, kind, cached),
                 }
-                break Hot::Slow(vaddr, vpn, kind, cached);
             }
             Slot::Compute(n) => {
                 p += 1;
