@@ -165,6 +165,14 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = 1,
               value_parser = clap::value_parser!(u32).range(1..=1000))]
         seeds: u32,
+        /// Also move where the program starts against the guest's 4 ms ticks, which the
+        /// workload seed does not: seed i of N starts i/N of a tick later on both sides (the
+        /// guest's /init sleeps that long before the program; the stand-in's jiffy boundaries,
+        /// machine.tick_offset_ns, move by as much). Outcomes that turn on where a tick lands
+        /// (a scan queued in a page fault or not) then show their spread. Needs --seeds 2 or
+        /// more.
+        #[arg(long)]
+        start_jitter: bool,
         /// Trace the NUMA scanner on both sides (kprobes on task_numa_work and
         /// change_prot_numa and the sched_skip_vma_numa tracepoint in the guest, the same
         /// events in tierlab) and print every scan pass: when, which thread, how long, the
@@ -655,6 +663,7 @@ fn main() -> ExitCode {
             timeout,
             json,
             seeds,
+            start_jitter,
             scan_trace,
             trace,
             trace_out,
@@ -673,6 +682,7 @@ fn main() -> ExitCode {
                 json,
                 timeout_s: timeout,
                 seeds,
+                start_jitter,
                 scan_trace,
                 trace,
                 trace_out,

@@ -105,6 +105,9 @@ pub struct Sim {
     /// `machine.vcpu_turns`: per CPU, when QEMU's LAPIC timer fires for its next tick (None:
     /// the CPU halted, so its tick is stopped or behind a wake-up timer).
     lapic_tick: Vec<Option<u64>>,
+    /// `machine.tick_offset_ns` in cycles: the jiffy boundaries lie this far before
+    /// multiples of a tick (turns.rs).
+    jiffy_shift: u64,
     /// `machine.vcpu_turns`: per CPU, a timer interrupt it has yet to take (a minimum-delta or
     /// a wake-up timer), whose handler re-arms the tick.
     lapic_irq: Vec<bool>,
@@ -179,6 +182,7 @@ impl Sim {
             pending_wake: Vec::new(),
             asleep_until: Vec::new(),
             lapic_tick: Vec::new(),
+            jiffy_shift: 0,
             lapic_irq: Vec::new(),
             handler_left: Vec::new(),
             overrun: Vec::new(),

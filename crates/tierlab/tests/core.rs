@@ -734,6 +734,39 @@ fn vcpu_turns_cut_a_long_op_at_each_deadline_and_the_other_vcpus_run_between() {
 }
 
 #[test]
+fn tick_offset_moves_the_jiffy_boundaries_against_the_workloads_start() {
+    // One thread computes 10 ms alone, in small ops, and takes each tick's 3.504 µs handler
+    // (TICK_GRID) as run time. Started on a jiffy boundary it meets the ticks at 4 and 8 ms;
+    // started 3 ms into a jiffy, at 1, 5 and 9 ms: one handler more.
+    let run_time = |offset: &str| {
+        let mut ops = vec![Op::Compute(1_000); 10_000];
+        ops.push(Op::Mark(Mark::RoiEnd));
+        let offset = format!("machine.tick_offset_ns={offset}");
+        let mut sets = TICK_GRID.to_vec();
+        sets.extend(["machine.vcpu_turns=true", &offset]);
+        let threads = vec![(0, Placement::Pinned(0), ops)];
+        let sim = run(config(&machine(1, 64), &sets), workload(threads, vec![]));
+        sim.hw.cycles_to_s(sim.k.sched.threads[0].runtime) * 1e3
+    };
+    let on_boundary = run_time("0");
+    assert!(
+        (10.0070..10.0071).contains(&on_boundary),
+        "{on_boundary} ms"
+    );
+    let late = run_time("3000000");
+    assert!((10.0105..10.0106).contains(&late), "{late} ms");
+    // A jiffy is 4 ms (CONFIG_HZ 250): an offset of a whole jiffy or more is refused.
+    let e = Config::from_str_with(
+        &machine(1, 64),
+        "test.toml",
+        None,
+        &["machine.tick_offset_ns=4000000".to_string()],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("tick_offset_ns"), "{e}");
+}
+
+#[test]
 fn a_sleep_that_kicks_leaves_its_thread_running_until_the_round_comes_back() {
     // One thread on CPU 0 runs 21 batches of 100 µs of work paced 1 ms apart (ahead of
     // schedule); another computes on CPU 1. A sleep whose timer is the machine's earliest

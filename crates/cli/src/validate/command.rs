@@ -122,6 +122,8 @@ pub struct ValidateArgs {
     pub timeout_s: Option<u64>,
     /// Workload seeds to run: the scenario's and the ones after it.
     pub seeds: u32,
+    /// Seed i of N starts i/N of a tick later on both sides (`start_delay_us`).
+    pub start_jitter: bool,
     /// Trace the NUMA scanner on both sides and print it pass by pass.
     pub scan_trace: bool,
     /// Tracepoints and kprobes to trace in the guest (`ftrace::user_probes`).
@@ -381,6 +383,25 @@ impl SeedRun {
     }
 }
 
+/// One guest tick (CONFIG_HZ), µs.
+const TICK_US: u32 = (1_000_000 / tierlab::kernel::CONFIG_HZ) as u32;
+
+/// `--start-jitter`: how much later seed `i` of `n` starts its program, µs: i/n of a tick,
+/// so that the seeds sample where the program starts against the ticks evenly.
+fn start_delay_us(i: usize, n: usize) -> u32 {
+    (i as u64 * TICK_US as u64 / n.max(1) as u64) as u32
+}
+
+/// The stand-in's keys for a run whose program the guest started `delay_us` late: its jiffy
+/// boundaries move by as much (`machine.tick_offset_ns`).
+fn start_delay_sets(delay_us: u32) -> Vec<String> {
+    let offset_ns = (delay_us % TICK_US) as u64 * 1000;
+    if offset_ns == 0 {
+        return Vec::new();
+    }
+    vec![format!("machine.tick_offset_ns={offset_ns}")]
+}
+
 /// The workload seeds to run: the scenario's and the `n - 1` after it.
 fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
     if n == 0 {
@@ -432,6 +453,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     }
     let sysctls = guest_sysctls(&cfg).map_err(|e| format!("{origin}: {e}"))?;
     let seeds = seed_list(cfg.scenario.seed, args.seeds)?;
+    if args.start_jitter && seeds.len() < 2 {
+        return Err("--start-jitter varies the start between seeds: add --seeds 2 or more".into());
+    }
     let mut user_probes = ftrace::user_probes(&args.trace)?;
     user_probes.buffer_kib = args.trace_buffer_kib;
     if args.trace_out.is_some() && args.trace.is_empty() && !args.scan_trace {
@@ -604,6 +628,13 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             if i > 0 {
                 run.program = program(&cfg, &origin, seed, &dir)?;
             }
+        }
+        if args.start_jitter {
+            run.start_delay_us = start_delay_us(i, seeds.len());
+            eprintln!(
+                "tierlab: seed {seed}: the program starts {} µs later on both sides (--start-jitter)",
+                run.start_delay_us
+            );
         }
         runs.push(run_seed(
             args,
@@ -825,6 +856,7 @@ fn run_seed(
                     if several {
                         sets.push(format!("scenario.seed={seed}"));
                     }
+                    sets.extend(start_delay_sets(run.start_delay_us));
                     let sim = simulate(args, cfg, &out.nodes, &sets).map_err(label)?;
                     let sim_ms = touch_ms(cfg, &sim);
                     eprintln!(
@@ -854,6 +886,7 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
+    extra.extend(start_delay_sets(run.start_delay_us));
     if args.scan_trace {
         extra.push("sim.trace_numa_scan=true".into());
     }
@@ -1239,6 +1272,25 @@ mod tests {
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));
         assert_eq!(get("/sys/kernel/mm/numa/demotion_enabled"), Some("false"));
+    }
+
+    #[test]
+    fn start_jitter_spreads_the_seeds_over_one_tick_on_both_sides() {
+        // 3 seeds: 0, 1/3 and 2/3 of the 4 ms tick.
+        let delays: Vec<u32> = (0..3).map(|i| start_delay_us(i, 3)).collect();
+        assert_eq!(delays, vec![0, 1333, 2666]);
+        // The first seed runs as without the flag; the others move the stand-in's jiffies.
+        assert!(start_delay_sets(0).is_empty());
+        assert_eq!(
+            start_delay_sets(2666),
+            vec!["machine.tick_offset_ns=2666000".to_string()]
+        );
+        // A whole tick later is the same place against the ticks.
+        assert_eq!(
+            start_delay_sets(TICK_US + 1),
+            vec!["machine.tick_offset_ns=1000".to_string()]
+        );
+        assert!(start_delay_sets(TICK_US).is_empty());
     }
 
     #[test]

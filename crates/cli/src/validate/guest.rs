@@ -121,6 +121,9 @@ pub struct GuestRun {
     /// Files under /proc/sys or /sys that /init reads after the sysctls (`TIERLAB-READ`),
     /// for values the kernel derives from them (min_free_kbytes once THP is on).
     pub reads: Vec<String>,
+    /// /init sleeps this long (`usleep`) just before the program: where the program starts
+    /// against the guest's ticks (`validate --start-jitter`). 0: no sleep.
+    pub start_delay_us: u32,
 }
 
 impl GuestRun {
@@ -136,6 +139,7 @@ impl GuestRun {
             cmdline: Vec::new(),
             ftrace: None,
             reads: Vec::new(),
+            start_delay_us: 0,
         }
     }
 }
@@ -985,6 +989,7 @@ pub fn init_script(
     program: &str,
     args: &[String],
     ftrace: Option<&Ftrace>,
+    start_delay_us: u32,
 ) -> String {
     let mut s = String::from(
         r#"#!/bin/sh
@@ -1039,6 +1044,9 @@ dmesg | grep -E 'acpi/hmat|memory-tier|memory_tier' | sed 's/^/TIERLAB-DMESG /'
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 cd /tierlab
 "#;
+    if start_delay_us > 0 {
+        s += &format!("usleep {start_delay_us}\n");
+    }
     s += "echo \"TIERLAB-RUN uptime=$(tl_up)\"\n";
     s += &sh_quote(program);
     for a in args {
@@ -1102,6 +1110,7 @@ pub fn build_initramfs(
             &prog_guest,
             &run.args,
             run.ftrace.as_ref(),
+            run.start_delay_us,
         )
         .as_bytes(),
     )?;
@@ -1737,6 +1746,7 @@ type = "xsbench"
             "/tierlab/p",
             &["a b".into(), "c'd".into()],
             None,
+            0,
         );
         assert!(s.contains(r"tl_set '/proc/sys/vm/x' 'it'\''s'"));
         assert!(s.contains(r"'/tierlab/p' 'a b' 'c'\''d' > /dev/ttyS1"));
@@ -1745,6 +1755,12 @@ type = "xsbench"
         assert!(s.find("tl_set '/proc/sys/vm/x'").unwrap() < read);
         assert!(s.contains(r"head -c 200 '/proc/sys/vm/min_free_kbytes'"));
         assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(!s.contains("usleep"));
+        // --start-jitter: /init sleeps just before the program.
+        let s = init_script(&[], &[], "/tierlab/p", &[], None, 1333);
+        let sleep = s.find("usleep 1333\n").unwrap();
+        assert!(sleep < s.find("'/tierlab/p' > /dev/ttyS1").unwrap());
+        assert!(s.find("TIERLAB-NODE").unwrap() < sleep);
     }
 
     #[test]

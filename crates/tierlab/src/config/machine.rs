@@ -118,6 +118,13 @@ knob_table! {
         lapic_timer_period: u32 = 3_999_971,
             path: TIERLAB, range: Range::Int(16, UINT_MAX),
             source: "measured: Debian 6.12.117 under QEMU 7.2 TCG -icount shift=0, `@lapic_timer_period` fetched by a kprobe on lapic_next_event (tierlab validate --trace); arch/x86/kernel/apic/apic.c";
+        /// Under `vcpu_turns`: how far into a jiffy the workload starts, ns. The CPUs tick on
+        /// the jiffy boundaries (tick_sched_timer, no skew_tick), so the first tick comes one
+        /// jiffy less this after the start; 0 starts the workload on a boundary.
+        /// `validate --start-jitter` moves it with the guest program's start.
+        tick_offset_ns: u64 = 0,
+            path: TIERLAB, range: Range::Int(0, 1_000_000_000 / crate::kernel::CONFIG_HZ - 1),
+            source: "kernel/time/tick-sched.c tick_sched_timer (jiffy-aligned, tick_init_jiffy_update)";
         /// Per-CPU data cache filter (L2 plus a share of the LLC), KiB; 0 = off.
         /// Off by default: it costs about a third of the simulator's speed.
         cache_kib: u32 = 0,

@@ -84,8 +84,11 @@ impl Sim {
         self.lapic_irq = vec![false; ncpus];
         self.handler_left = vec![None; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
+        // The jiffy boundaries lie `tick_offset_ns` before multiples of `tick`.
+        self.jiffy_shift = self.hw.ns_to_cycles(self.hw.tick_offset_ns as f64) % tick;
         // Every CPU ticks on the first jiffy, as the machine ran before the workload.
-        self.lapic_tick = vec![Some(self.lapic_expiry(0, tick)); ncpus];
+        let first = tick - self.jiffy_shift;
+        self.lapic_tick = vec![Some(self.lapic_expiry(0, first)); ncpus];
         let mut now = 0u64;
         let mut last_report = 0u64;
         let mut start: Option<usize> = None;
@@ -376,7 +379,7 @@ impl Sim {
     /// qemu_timer_notify_cb). Busy CPUs tick on the same jiffies (no skew_tick), so which
     /// CPU's tick comes first is a matter of the LAPIC's rounding (`lapic_expiry`).
     fn rearm_tick(&mut self, c: usize, t: u64, tick: u64) -> bool {
-        let next_jiffy = (t / tick + 1) * tick;
+        let next_jiffy = ((t + self.jiffy_shift) / tick + 1) * tick - self.jiffy_shift;
         let expiry = self.lapic_expiry(t, next_jiffy);
         self.lapic_tick[c] = Some(expiry);
         expiry < self.timers_after(t, Some(c), Some(c))
