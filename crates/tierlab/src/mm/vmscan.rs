@@ -197,6 +197,41 @@ impl Kernel {
         (c, Some(prev as u32))
     }
 
+    /// The busy CPU `c` takes its tick at `t` with its thread running and node kswapd
+    /// waiting there (nr_running 2): nohz_balancer_kick kicks the first idle CPU
+    /// (find_new_ilb), whose _nohz_idle_balance balances the other idle CPUs from the next
+    /// one on and itself last, and the first allowed to run kswapd pulls it
+    /// (sched_balance_rq → detach_tasks takes the least recently run task, kswapd, which has
+    /// not run since its wake-up). Returns the nodes whose kswapd moved, and where.
+    pub(crate) fn nohz_idle_pull_kswapd(
+        &mut self,
+        m: &Machine,
+        c: usize,
+        t: u64,
+    ) -> Vec<(usize, usize)> {
+        let ncpus = m.cpus.len();
+        let mut moved = Vec::new();
+        for n in 0..self.nodes.len() {
+            let node = &self.nodes[n];
+            if !node.kswapd_awake || node.kswapd_prev_cpu != Some(c as u32) {
+                continue;
+            }
+            let idle: Vec<usize> = (0..ncpus)
+                .filter(|&i| i != c && self.cpu_idle_at(m, i, t))
+                .collect();
+            let Some(&ilb) = idle.first() else {
+                return moved;
+            };
+            let allowed = |i: usize| node.cpus.is_empty() || node.cpus.contains(&(i as u32));
+            let order = (1..=ncpus).map(|k| (ilb + k) % ncpus);
+            if let Some(dst) = order.filter(|i| idle.contains(i)).find(|&i| allowed(i)) {
+                self.nodes[n].kswapd_prev_cpu = Some(dst as u32);
+                moved.push((n, dst));
+            }
+        }
+        moved
+    }
+
     /// The CPU kswapd of node `n` runs on: where its wake-up placed it.
     pub(crate) fn kswapd_cpu(&self, m: &Machine, n: usize) -> usize {
         match self.nodes[n].kswapd_prev_cpu {

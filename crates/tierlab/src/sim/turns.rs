@@ -366,6 +366,10 @@ impl Sim {
             return Handler::Cut;
         }
         let at = t + ran;
+        if interrupted && tid != NIL {
+            // The tick's sched_balance_trigger: an idle CPU may pull a kswapd waiting here.
+            self.k.nohz_idle_pull_kswapd(&self.hw, c, at);
+        }
         Handler::Rearmed {
             at,
             kicks: self.rearm_tick(c, at, tick),
@@ -519,7 +523,8 @@ fn kick(exit_request: &mut [bool], running: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::Overrun;
+    use super::{Handler, Overrun};
+    use crate::mm::page::NIL;
     use crate::workload::{Op, OpList, Placement, ThreadSpec, Workload};
     use crate::{Config, Sim};
 
@@ -557,6 +562,32 @@ type = "test"
             expected: None,
         };
         Sim::new(cfg, w).unwrap()
+    }
+
+    #[test]
+    fn an_idle_cpu_pulls_kswapd_from_a_busy_cpu_at_that_cpus_tick() {
+        // kswapd of the node is awake on CPU 0, where thread 0 runs; CPU 1 is idle. CPU 0's
+        // tick kicks the idle CPU (nohz_balancer_kick, nr_running 2), which pulls kswapd.
+        let setup = |thread_on_cpu0: bool| {
+            let mut sim = two_vcpus();
+            sim.lapic_irq = vec![true, false];
+            sim.lapic_tick = vec![None; 2];
+            sim.handler_left = vec![None; 2];
+            sim.asleep_until = vec![None; 2];
+            sim.overrun = vec![None; 2];
+            sim.pending_wake = vec![0; 2];
+            sim.k.sched.rq[0].current = if thread_on_cpu0 { 0 } else { NIL };
+            sim.k.sched.rq[1].current = NIL;
+            sim.k.nodes[0].kswapd_awake = true;
+            sim.k.nodes[0].kswapd_prev_cpu = Some(0);
+            let tick = sim.hw.ns_to_cycles(4e6);
+            let handler = sim.take_timer_interrupt(0, 1_000, 1_000_000, tick);
+            assert!(matches!(handler, Handler::Rearmed { .. }), "{handler:?}");
+            sim.k.nodes[0].kswapd_prev_cpu
+        };
+        assert_eq!(setup(true), Some(1));
+        // kswapd alone on CPU 0 (nr_running 1): nothing to balance, it stays.
+        assert_eq!(setup(false), Some(0));
     }
 
     #[test]
