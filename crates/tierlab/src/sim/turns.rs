@@ -28,6 +28,11 @@
 //! still runs on the guest's clock, so a thread that was running when its turn ended accrues
 //! it as run time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
+//! At a busy CPU's tick, a kswapd waiting behind its thread is pulled by the first idle CPU
+//! (kernel/sched/fair.c nohz_balancer_kick → _nohz_idle_balance), at once: the balance
+//! intervals that can hold the kick back a few ms (nohz.next_balance, rq->next_balance) are
+//! not modelled, nor which of the two runs until then (kswapd first here; EEVDF decides).
+//!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
 //! sooner); a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush IPI's
 //! sender keeps its turn while it waits; a tick that fires while its CPU sleeps less than a
