@@ -903,6 +903,45 @@ impl Sim {
         vaddr: u64,
         vpn: u32,
         kind: AccessKind,
+        cached: Cached,
+    ) -> u64 {
+        // The common walk, apart from the fault loop (fewer registers spilled): a present
+        // 4 KiB PTE that allows the access, read and updated through one PTE-table lookup.
+        if vaddr < USER_VA_END {
+            let mm = self.k.sched.threads[tid].mm as usize;
+            if let Some(slot) = self.k.mms[mm].pgtable.get_mut(vpn) {
+                let p = *slot;
+                if pte_allows(p, kind) {
+                    let hw = &mut self.hw;
+                    let cpu = &mut hw.cpus[c];
+                    let (cycles, np) = walk_fill(cpu, &hw.cost, p, vpn, kind, cached, false);
+                    *slot = np;
+                    let store = kind == AccessKind::Store;
+                    let data = data_cycles(
+                        &mut cpu.cache,
+                        &mut hw.mem,
+                        &hw.node_end_pfn,
+                        &hw.cost,
+                        pte::pfn(p),
+                        vaddr,
+                        store,
+                    );
+                    return cycles + data;
+                }
+            }
+        }
+        self.access_slow_loop(c, tid, vaddr, vpn, kind, cached)
+    }
+
+    /// `access_slow` in general: huge PMDs, faults (then the walk again), NUMA scan races.
+    #[inline(never)]
+    fn access_slow_loop(
+        &mut self,
+        c: usize,
+        tid: usize,
+        vaddr: u64,
+        vpn: u32,
+        kind: AccessKind,
         mut cached: Cached,
     ) -> u64 {
         let store = kind == AccessKind::Store;
@@ -927,54 +966,16 @@ impl Sim {
                 }
                 return cycles + self.walk_huge(c, mm, vaddr, vpn, p, store, counted);
             }
-            if pte::present(p) && (!store || p & pte::WRITE != 0) {
-                let cpu = &mut self.hw.cpus[c];
-                match cached {
-                    Cached::Miss if !counted => {
-                        cycles += self.hw.cost.page_walk_cycles as u64;
-                        count_walk(cpu, kind);
-                    }
-                    Cached::Stlb => cycles += self.hw.cost.stlb_hit_cycles as u64,
-                    _ => {}
-                }
-                let mut np = p;
-                if p & pte::YOUNG == 0 {
-                    np |= pte::YOUNG;
-                    cycles += self.hw.cost.accessed_bit_cycles as u64;
-                    cpu.perf.inc(Perf::AbitAssists);
-                }
-                if store && p & pte::DIRTY == 0 {
-                    np |= pte::DIRTY;
-                    cycles += self.hw.cost.dirty_bit_cycles as u64;
-                    cpu.perf.inc(Perf::DbitAssists);
-                }
-                let data = tlb_data(pte::pfn(p), np & pte::WRITE != 0, np & pte::DIRTY != 0);
-                let l1 = if kind == AccessKind::IFetch {
-                    &mut cpu.itlb
-                } else {
-                    &mut cpu.dtlb
-                };
-                // A store through a clean entry updates it in place (the D-bit assist).
-                match cached {
-                    Cached::L1 => {
-                        l1.update(vpn, asid, data);
-                        cpu.stlb.update(vpn, asid, data);
-                    }
-                    Cached::Stlb => {
-                        l1.insert(vpn, asid, data);
-                        cpu.stlb.update(vpn, asid, data);
-                    }
-                    Cached::Miss => {
-                        l1.insert(vpn, asid, data);
-                        cpu.stlb.insert(vpn, asid, data);
-                    }
-                }
+            if pte_allows(p, kind) {
+                let hw = &mut self.hw;
+                let (walk, np) =
+                    walk_fill(&mut hw.cpus[c], &hw.cost, p, vpn, kind, cached, counted);
+                cycles += walk;
                 if np != p {
                     if let Some(slot) = self.k.mms[mm].pgtable.get_mut(vpn) {
                         *slot = np;
                     }
                 }
-                debug_assert!(data & TLB_WRITE != 0 || !store);
                 return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store);
             }
             if !counted {
@@ -1206,4 +1207,73 @@ fn count_walk(cpu: &mut Cpu, kind: AccessKind) {
         AccessKind::IFetch => Perf::ItlbLoadMisses,
     });
     cpu.perf.inc(Perf::PageWalks);
+}
+
+/// Whether PTE `p` is a present 4 KiB entry that allows an access of `kind` (a store needs
+/// the write bit): the walk ends in it without a fault.
+#[inline(always)]
+fn pte_allows(p: u64, kind: AccessKind) -> bool {
+    p & (pte::PRESENT | pte::HUGE) == pte::PRESENT
+        && (kind != AccessKind::Store || p & pte::WRITE != 0)
+}
+
+/// A walk that ends at present 4 KiB PTE `p` allowing the access, on CPU `cpu`: the walk's
+/// cycles and perf counts (unless `counted`: a walk before a fault counted them), or the STLB
+/// hit's for an entry found there; the A/D bits as the hardware sets them; the TLB fills (an
+/// entry a store found clean is updated in place, the D-bit assist). Returns the cycles and
+/// the PTE with its A/D bits set.
+#[inline(always)]
+fn walk_fill(
+    cpu: &mut Cpu,
+    cost: &CostTable,
+    p: u64,
+    vpn: u32,
+    kind: AccessKind,
+    cached: Cached,
+    counted: bool,
+) -> (u64, u64) {
+    let store = kind == AccessKind::Store;
+    let asid = cpu.cur_asid;
+    let mut cycles = 0u64;
+    match cached {
+        Cached::Miss if !counted => {
+            cycles += cost.page_walk_cycles as u64;
+            count_walk(cpu, kind);
+        }
+        Cached::Stlb => cycles += cost.stlb_hit_cycles as u64,
+        _ => {}
+    }
+    let mut np = p;
+    if p & pte::YOUNG == 0 {
+        np |= pte::YOUNG;
+        cycles += cost.accessed_bit_cycles as u64;
+        cpu.perf.inc(Perf::AbitAssists);
+    }
+    if store && p & pte::DIRTY == 0 {
+        np |= pte::DIRTY;
+        cycles += cost.dirty_bit_cycles as u64;
+        cpu.perf.inc(Perf::DbitAssists);
+    }
+    let data = tlb_data(pte::pfn(p), np & pte::WRITE != 0, np & pte::DIRTY != 0);
+    let l1 = if kind == AccessKind::IFetch {
+        &mut cpu.itlb
+    } else {
+        &mut cpu.dtlb
+    };
+    match cached {
+        Cached::L1 => {
+            l1.update(vpn, asid, data);
+            cpu.stlb.update(vpn, asid, data);
+        }
+        Cached::Stlb => {
+            l1.insert(vpn, asid, data);
+            cpu.stlb.update(vpn, asid, data);
+        }
+        Cached::Miss => {
+            l1.insert(vpn, asid, data);
+            cpu.stlb.insert(vpn, asid, data);
+        }
+    }
+    debug_assert!(data & TLB_WRITE != 0 || !store);
+    (cycles, np)
 }
