@@ -14,7 +14,7 @@ use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::machine::{node_of, Machine, MemoryNode};
 use crate::mm::page::NIL;
-use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
+use crate::mm::pgtable::{pte, PageTable, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
 use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
 use crate::workload::{Expected, Mark, Op, OpBuf, Slot, Workload};
@@ -480,8 +480,10 @@ impl Sim {
         while self.hw.cpus[c].clock < until && !stop {
             if !self.hw.huge_tlb {
                 let from = pos;
+                let mm = self.k.sched.threads[tid].mm as usize;
                 let hot = hot_ops(
                     &mut self.hw,
+                    &mut self.k.mms[mm].pgtable,
                     c,
                     buf.words(),
                     &mut pos,
@@ -1131,18 +1133,22 @@ enum Hot {
     Time,
     /// The buffer is used up, or its next op is not one `hot_ops` runs.
     Other,
-    /// An access (counted, its op consumed) that needs the walk: (address, vpn, kind, where
-    /// the TLBs found it).
+    /// An access (counted, its op consumed) that needs `access_slow`, a walk that does not end
+    /// in a present 4 KiB PTE allowing it: (address, vpn, kind, where the TLBs found it).
     Slow(u64, u32, AccessKind, Cached),
 }
 
 /// The engine's inner loop, with THP off: runs CPU `c`'s ops from `words[*pos]` while they
-/// are computes and accesses the TLBs translate (`Sim::access`'s fast path), until the clock
-/// reaches `until`. The CPU, its TLBs and the op words are borrowed once here, not indexed
-/// anew per access, and the clock is a local. Advances `pos` and `accesses` past what it ran.
+/// are computes and accesses the TLBs translate (`Sim::access`'s fast path) or a walk of
+/// `pgtable` (the thread's) ends in a present 4 KiB PTE allowing (`access_slow`'s common
+/// walk), until the clock reaches `until`. The CPU, its TLBs and the op words are borrowed
+/// once here, not indexed anew per access, and the clock is a local. Advances `pos` and
+/// `accesses` past what it ran.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn hot_ops(
     hw: &mut Machine,
+    pgtable: &mut PageTable,
     c: usize,
     words: &[u64],
     pos: &mut usize,
@@ -1174,7 +1180,31 @@ fn hot_ops(
                 acc += 1;
                 match tlb_fast(cpu, mem, node_end_pfn, cost, vaddr, kind) {
                     Ok(cyc) => clock += cyc * share,
-                    Err((vpn, cached)) => break Hot::Slow(vaddr, vpn, kind, cached),
+                    Err((vpn, cached)) => {
+                        // The common walk here: no return to run_quantum and back per TLB miss.
+                        let slot = if vaddr < USER_VA_END {
+                            pgtable.get_mut(vpn)
+                        } else {
+                            None
+                        };
+                        let Some(slot) = slot.filter(|slot| pte_allows(**slot, kind)) else {
+                            break Hot::Slow(vaddr, vpn, kind, cached);
+                        };
+                        let p = *slot;
+                        let (walk, np) = walk_fill(cpu, cost, p, vpn, kind, cached, false);
+                        *slot = np;
+                        let store = kind == AccessKind::Store;
+                        let data = data_cycles(
+                            &mut cpu.cache,
+                            mem,
+                            node_end_pfn,
+                            cost,
+                            pte::pfn(p),
+                            vaddr,
+                            store,
+                        );
+                        clock += (walk + data) * share;
+                    }
                 }
             }
             Slot::Compute(n) => {
