@@ -14,7 +14,7 @@ use crate::machine::cpu::Cpu;
 use crate::machine::tlb::{tlb_data, tlb_pfn, TLB_DIRTY, TLB_WRITE};
 use crate::machine::{node_of, Machine, MemoryNode};
 use crate::mm::page::NIL;
-use crate::mm::pgtable::{pte, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
+use crate::mm::pgtable::{pte, PageTable, HPAGE_PMD_NR, PAGE_SHIFT, USER_VA_END};
 use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
 use crate::workload::{Expected, Mark, Op, OpBuf, Slot, Workload};
@@ -480,8 +480,10 @@ impl Sim {
         while self.hw.cpus[c].clock < until && !stop {
             if !self.hw.huge_tlb {
                 let from = pos;
+                let mm = self.k.sched.threads[tid].mm as usize;
                 let hot = hot_ops(
                     &mut self.hw,
+                    &mut self.k.mms[mm].pgtable,
                     c,
                     buf.words(),
                     &mut pos,
@@ -903,6 +905,45 @@ impl Sim {
         vaddr: u64,
         vpn: u32,
         kind: AccessKind,
+        cached: Cached,
+    ) -> u64 {
+        // The common walk, apart from the fault loop (fewer registers spilled): a present
+        // 4 KiB PTE that allows the access, read and updated through one PTE-table lookup.
+        if vaddr < USER_VA_END {
+            let mm = self.k.sched.threads[tid].mm as usize;
+            if let Some(slot) = self.k.mms[mm].pgtable.get_mut(vpn) {
+                let p = *slot;
+                if pte_allows(p, kind) {
+                    let hw = &mut self.hw;
+                    let cpu = &mut hw.cpus[c];
+                    let (cycles, np) = walk_fill(cpu, &hw.cost, p, vpn, kind, cached, false);
+                    *slot = np;
+                    let store = kind == AccessKind::Store;
+                    let data = data_cycles(
+                        &mut cpu.cache,
+                        &mut hw.mem,
+                        &hw.node_end_pfn,
+                        &hw.cost,
+                        pte::pfn(p),
+                        vaddr,
+                        store,
+                    );
+                    return cycles + data;
+                }
+            }
+        }
+        self.access_slow_loop(c, tid, vaddr, vpn, kind, cached)
+    }
+
+    /// `access_slow` in general: huge PMDs, faults (then the walk again), NUMA scan races.
+    #[inline(never)]
+    fn access_slow_loop(
+        &mut self,
+        c: usize,
+        tid: usize,
+        vaddr: u64,
+        vpn: u32,
+        kind: AccessKind,
         mut cached: Cached,
     ) -> u64 {
         let store = kind == AccessKind::Store;
@@ -927,54 +968,16 @@ impl Sim {
                 }
                 return cycles + self.walk_huge(c, mm, vaddr, vpn, p, store, counted);
             }
-            if pte::present(p) && (!store || p & pte::WRITE != 0) {
-                let cpu = &mut self.hw.cpus[c];
-                match cached {
-                    Cached::Miss if !counted => {
-                        cycles += self.hw.cost.page_walk_cycles as u64;
-                        count_walk(cpu, kind);
-                    }
-                    Cached::Stlb => cycles += self.hw.cost.stlb_hit_cycles as u64,
-                    _ => {}
-                }
-                let mut np = p;
-                if p & pte::YOUNG == 0 {
-                    np |= pte::YOUNG;
-                    cycles += self.hw.cost.accessed_bit_cycles as u64;
-                    cpu.perf.inc(Perf::AbitAssists);
-                }
-                if store && p & pte::DIRTY == 0 {
-                    np |= pte::DIRTY;
-                    cycles += self.hw.cost.dirty_bit_cycles as u64;
-                    cpu.perf.inc(Perf::DbitAssists);
-                }
-                let data = tlb_data(pte::pfn(p), np & pte::WRITE != 0, np & pte::DIRTY != 0);
-                let l1 = if kind == AccessKind::IFetch {
-                    &mut cpu.itlb
-                } else {
-                    &mut cpu.dtlb
-                };
-                // A store through a clean entry updates it in place (the D-bit assist).
-                match cached {
-                    Cached::L1 => {
-                        l1.update(vpn, asid, data);
-                        cpu.stlb.update(vpn, asid, data);
-                    }
-                    Cached::Stlb => {
-                        l1.insert(vpn, asid, data);
-                        cpu.stlb.update(vpn, asid, data);
-                    }
-                    Cached::Miss => {
-                        l1.insert(vpn, asid, data);
-                        cpu.stlb.insert(vpn, asid, data);
-                    }
-                }
+            if pte_allows(p, kind) {
+                let hw = &mut self.hw;
+                let (walk, np) =
+                    walk_fill(&mut hw.cpus[c], &hw.cost, p, vpn, kind, cached, counted);
+                cycles += walk;
                 if np != p {
                     if let Some(slot) = self.k.mms[mm].pgtable.get_mut(vpn) {
                         *slot = np;
                     }
                 }
-                debug_assert!(data & TLB_WRITE != 0 || !store);
                 return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store);
             }
             if !counted {
@@ -1130,18 +1133,23 @@ enum Hot {
     Time,
     /// The buffer is used up, or its next op is not one `hot_ops` runs.
     Other,
-    /// An access (counted, its op consumed) that needs the walk: (address, vpn, kind, where
-    /// the TLBs found it).
+    /// An access (counted, its op consumed) that needs `access_slow`, a walk that does not end
+    /// in a present 4 KiB PTE allowing it: (address, vpn, kind, where the TLBs found it).
     Slow(u64, u32, AccessKind, Cached),
 }
 
 /// The engine's inner loop, with THP off: runs CPU `c`'s ops from `words[*pos]` while they
-/// are computes and accesses the TLBs translate (`Sim::access`'s fast path), until the clock
-/// reaches `until`. The CPU, its TLBs and the op words are borrowed once here, not indexed
-/// anew per access, and the clock is a local. Advances `pos` and `accesses` past what it ran.
-#[inline(always)]
+/// are computes and accesses the TLBs translate (`Sim::access`'s fast path) or a walk of
+/// `pgtable` (the thread's) ends in a present 4 KiB PTE allowing (`access_slow`'s common
+/// walk), until the clock reaches `until`. The CPU, its TLBs and the op words are borrowed
+/// once here, not indexed anew per access, and the clock is a local. Advances `pos` and
+/// `accesses` past what it ran. Not inlined: apart from run_quantum's many live values, it
+/// keeps more of its own in registers (measured: fewer instructions, the call's included).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
 fn hot_ops(
     hw: &mut Machine,
+    pgtable: &mut PageTable,
     c: usize,
     words: &[u64],
     pos: &mut usize,
@@ -1173,7 +1181,31 @@ fn hot_ops(
                 acc += 1;
                 match tlb_fast(cpu, mem, node_end_pfn, cost, vaddr, kind) {
                     Ok(cyc) => clock += cyc * share,
-                    Err((vpn, cached)) => break Hot::Slow(vaddr, vpn, kind, cached),
+                    Err((vpn, cached)) => {
+                        // The common walk here: no return to run_quantum and back per TLB miss.
+                        let slot = if vaddr < USER_VA_END {
+                            pgtable.get_mut(vpn)
+                        } else {
+                            None
+                        };
+                        let Some(slot) = slot.filter(|slot| pte_allows(**slot, kind)) else {
+                            break Hot::Slow(vaddr, vpn, kind, cached);
+                        };
+                        let p = *slot;
+                        let (walk, np) = walk_fill(cpu, cost, p, vpn, kind, cached, false);
+                        *slot = np;
+                        let store = kind == AccessKind::Store;
+                        let data = data_cycles(
+                            &mut cpu.cache,
+                            mem,
+                            node_end_pfn,
+                            cost,
+                            pte::pfn(p),
+                            vaddr,
+                            store,
+                        );
+                        clock += (walk + data) * share;
+                    }
                 }
             }
             Slot::Compute(n) => {
@@ -1206,4 +1238,73 @@ fn count_walk(cpu: &mut Cpu, kind: AccessKind) {
         AccessKind::IFetch => Perf::ItlbLoadMisses,
     });
     cpu.perf.inc(Perf::PageWalks);
+}
+
+/// Whether PTE `p` is a present 4 KiB entry that allows an access of `kind` (a store needs
+/// the write bit): the walk ends in it without a fault.
+#[inline(always)]
+fn pte_allows(p: u64, kind: AccessKind) -> bool {
+    p & (pte::PRESENT | pte::HUGE) == pte::PRESENT
+        && (kind != AccessKind::Store || p & pte::WRITE != 0)
+}
+
+/// A walk that ends at present 4 KiB PTE `p` allowing the access, on CPU `cpu`: the walk's
+/// cycles and perf counts (unless `counted`: a walk before a fault counted them), or the STLB
+/// hit's for an entry found there; the A/D bits as the hardware sets them; the TLB fills (an
+/// entry a store found clean is updated in place, the D-bit assist). Returns the cycles and
+/// the PTE with its A/D bits set.
+#[inline(always)]
+fn walk_fill(
+    cpu: &mut Cpu,
+    cost: &CostTable,
+    p: u64,
+    vpn: u32,
+    kind: AccessKind,
+    cached: Cached,
+    counted: bool,
+) -> (u64, u64) {
+    let store = kind == AccessKind::Store;
+    let asid = cpu.cur_asid;
+    let mut cycles = 0u64;
+    match cached {
+        Cached::Miss if !counted => {
+            cycles += cost.page_walk_cycles as u64;
+            count_walk(cpu, kind);
+        }
+        Cached::Stlb => cycles += cost.stlb_hit_cycles as u64,
+        _ => {}
+    }
+    let mut np = p;
+    if p & pte::YOUNG == 0 {
+        np |= pte::YOUNG;
+        cycles += cost.accessed_bit_cycles as u64;
+        cpu.perf.inc(Perf::AbitAssists);
+    }
+    if store && p & pte::DIRTY == 0 {
+        np |= pte::DIRTY;
+        cycles += cost.dirty_bit_cycles as u64;
+        cpu.perf.inc(Perf::DbitAssists);
+    }
+    let data = tlb_data(pte::pfn(p), np & pte::WRITE != 0, np & pte::DIRTY != 0);
+    let l1 = if kind == AccessKind::IFetch {
+        &mut cpu.itlb
+    } else {
+        &mut cpu.dtlb
+    };
+    match cached {
+        Cached::L1 => {
+            l1.update(vpn, asid, data);
+            cpu.stlb.update(vpn, asid, data);
+        }
+        Cached::Stlb => {
+            l1.insert(vpn, asid, data);
+            cpu.stlb.update(vpn, asid, data);
+        }
+        Cached::Miss => {
+            l1.insert(vpn, asid, data);
+            cpu.stlb.insert(vpn, asid, data);
+        }
+    }
+    debug_assert!(data & TLB_WRITE != 0 || !store);
+    (cycles, np)
 }

@@ -118,6 +118,18 @@ fn make_huge_meta(pcid: u16) -> u32 {
     make_meta(pcid) | HUGE_META
 }
 
+/// A set's bit-PLRU bits `mru` after a use of `way`: its bit set, or only its bit once every
+/// way's would be (`all_ways`).
+#[inline(always)]
+fn plru_touch(mru: u32, way: usize, all_ways: u32) -> u32 {
+    let bits = mru | (1 << way);
+    if bits == all_ways {
+        1 << way
+    } else {
+        bits
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Tlb {
     ways: usize,
@@ -167,12 +179,7 @@ impl Tlb {
     #[inline]
     fn touch(&mut self, set: usize, way: usize) {
         let mru = &mut self.tags[set * self.chunks].mru;
-        let bits = *mru | (1 << way);
-        *mru = if bits == self.all_ways {
-            1 << way
-        } else {
-            bits
-        };
+        *mru = plru_touch(*mru, way, self.all_ways);
     }
 
     /// The ways of `set` holding (`key`, `meta`), as a bit mask.
@@ -270,25 +277,29 @@ impl Tlb {
 
     #[inline(always)]
     fn insert_meta(&mut self, key: u32, meta: u32, data: u32) -> usize {
-        let set = self.set_of(key);
-        let chunks = &self.tags[set * self.chunks..(set + 1) * self.chunks];
-        let mut empty = 0u32;
-        for (c, chunk) in chunks.iter().enumerate() {
-            empty |= chunk.empty() << (c * LANES);
+        let (chunks, all_ways) = (self.chunks, self.all_ways);
+        let base = self.set_of(key) * chunks;
+        // The chunks as a local slice: its pointer and length stay in registers across the
+        // stores below (through `self.tags` they are reloaded after each).
+        let tags = &mut self.tags[..];
+        // The first chunk apart, as in `find`: an L1 TLB of up to 4 ways has no loop to run.
+        let mut empty = tags[base].empty();
+        for c in 1..chunks {
+            empty |= tags[base + c].empty() << (c * LANES);
         }
-        empty &= self.all_ways;
+        empty &= all_ways;
         let way = if empty != 0 {
             empty.trailing_zeros()
         } else {
-            (!chunks[0].mru).trailing_zeros()
+            (!tags[base].mru).trailing_zeros()
         } as usize;
-        let idx = self.index(set, way);
-        let chunk = &mut self.tags[idx / LANES];
-        chunk.key[idx % LANES] = key;
-        chunk.meta[idx % LANES] = meta;
-        chunk.data[idx % LANES] = data;
-        self.touch(set, way);
-        idx
+        let chunk = &mut tags[base + way / LANES];
+        chunk.key[way % LANES] = key;
+        chunk.meta[way % LANES] = meta;
+        chunk.data[way % LANES] = data;
+        let mru = &mut tags[base].mru;
+        *mru = plru_touch(*mru, way, all_ways);
+        base * LANES + way
     }
 
     /// Update the payload of an existing entry, if present (no replacement-state change).
