@@ -915,20 +915,11 @@ impl Sim {
                 let p = *slot;
                 if pte_allows(p, kind) {
                     let hw = &mut self.hw;
-                    let cpu = &mut hw.cpus[c];
-                    let (cycles, np) = walk_fill(cpu, &hw.cost, p, vpn, kind, cached, false);
+                    let (cycles, np) =
+                        walk_fill(&mut hw.cpus[c], &hw.cost, p, vpn, kind, cached, false);
                     *slot = np;
                     let store = kind == AccessKind::Store;
-                    let data = data_cycles(
-                        &mut cpu.cache,
-                        &mut hw.mem,
-                        &hw.node_end_pfn,
-                        &hw.cost,
-                        pte::pfn(p),
-                        vaddr,
-                        store,
-                    );
-                    return cycles + data;
+                    return cycles + self.mem_cycles(c, pte::pfn(p), vaddr, store);
                 }
             }
         }
