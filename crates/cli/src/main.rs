@@ -139,6 +139,13 @@ enum Command {
         /// is validated in turn and a Markdown table with one column per scenario follows.
         #[arg(required = true, num_args = 1..)]
         scenarios: Vec<PathBuf>,
+        /// The arguments are files that `validate --json` wrote: rerun only the simulated side
+        /// of each recorded seed (its stand-in `--set`s, then this command's) and compare it
+        /// with the recorded guest samples. Seconds instead of guest boots: for judging a model
+        /// change or a knob against the same real runs.
+        #[arg(long, conflicts_with_all = ["kvm", "kernel", "timeout", "json", "start_jitter",
+              "scan_trace", "trace", "trace_out"])]
+        replay: bool,
         /// Override any config key, as for `run` (applies to both sides).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
@@ -564,6 +571,25 @@ fn validate_cmd(
     Ok(())
 }
 
+/// `validate --replay`: the recorded guest runs beside the simulator as it is now.
+fn replay_cmd(files: &[PathBuf], sets: &[String], seeds: u32) -> Result<(), String> {
+    if seeds != 1 {
+        return Err("validate --replay: the seeds are the recorded ones (drop --seeds)".into());
+    }
+    let mut cols = Vec::new();
+    for file in files {
+        cols.push(validate::replay::run(file, None, sets)?);
+        if files.len() > 1 {
+            println!();
+        }
+    }
+    if cols.len() > 1 {
+        println!("suite (real / simulated):\n");
+        print!("{}", validate::suite::markdown(&cols));
+    }
+    Ok(())
+}
+
 fn variants_cmd(
     scenario: PathBuf,
     both: Vec<String>,
@@ -657,6 +683,14 @@ fn main() -> ExitCode {
         Command::Report { runs, output } => report::run(&runs, &output),
         Command::Validate {
             scenarios,
+            replay: true,
+            sets,
+            seeds,
+            ..
+        } => replay_cmd(&scenarios, &sets, seeds),
+        Command::Validate {
+            scenarios,
+            replay: _,
             sets,
             kvm,
             kernel,

@@ -713,7 +713,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
 }
 
 /// A scenario's column name: its file stem.
-fn suite_name(origin: &str) -> String {
+pub(super) fn suite_name(origin: &str) -> String {
     Path::new(origin)
         .file_stem()
         .map_or(origin.to_string(), |s| s.to_string_lossy().into_owned())

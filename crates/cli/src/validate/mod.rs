@@ -7,6 +7,7 @@ pub mod command;
 pub mod cpio;
 pub mod ftrace;
 pub mod guest;
+pub mod replay;
 pub mod report;
 pub mod scan_trace;
 pub mod seeds;

@@ -3,7 +3,7 @@
 //! ratio and a verdict per row (counters within 2×, residency within 15 percentage points:
 //! the targets of the fidelity work).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tierlab::RunResult;
 
@@ -14,8 +14,8 @@ pub const RESIDENCY_POINTS: f64 = 15.0;
 /// Counters below this in both runs are too small to judge.
 const SMALL: u64 = 20;
 
-/// One sample of the real run.
-#[derive(Clone, Debug, Default, Serialize)]
+/// One sample of the real run (read back from `--json` by `--replay`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RealSample {
     pub t_ms: f64,
     /// Per region: pages per node.
@@ -35,7 +35,7 @@ pub struct RealSample {
     pub schedstat: Vec<[u64; 2]>,
     /// Per /sys/devices/system/node/nodeN/meminfo field the program read (kB), its value on
     /// each node (None: not read); empty unless asked (THP on).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub node_meminfo: Vec<(String, Vec<Option<u64>>)>,
 }
 
@@ -55,7 +55,7 @@ impl RealSample {
 
 /// One zone of the guest's /proc/zoneinfo at a sample (pages; None: the kernel printed no
 /// such line).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ZoneSample {
     pub node: u32,
     pub zone: String,
@@ -593,6 +593,22 @@ mod tests {
         assert_eq!(s[1].tlb, 4);
         let err = parse_samples(&[r#"{"error":"mmap failed"}"#.to_string()]).unwrap_err();
         assert!(err.contains("mmap failed"));
+    }
+
+    #[test]
+    fn samples_read_back_from_json_as_they_were_written() {
+        // `--replay` compares against the samples `--json` wrote.
+        let line = r#"{"t_ms":10.5,"regions":{"hot":[1,3]},"vmstat":{"pgfault":7},"tlb":[1,2],
+            "zones":[{"node":0,"zone":"DMA","free":3584,"min":29,"low":36,"high":43,
+            "promo":null,"managed":3840,"protection":[0,181]}]}"#
+            .replace('\n', "");
+        let s = parse_samples(&[line]).unwrap();
+        let text = serde_json::to_string(&s).unwrap();
+        let back: Vec<RealSample> = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert_eq!(back[0].regions[0], ("hot".to_string(), vec![1, 3]));
+        assert_eq!(back[0].counter("pgfault"), Some(7));
+        assert_eq!(back[0].zones, s[0].zones);
     }
 
     #[test]
