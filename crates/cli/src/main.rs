@@ -548,27 +548,10 @@ fn validate_cmd(
             "validate: --trace-out takes one scenario (run the others one at a time)".into(),
         );
     }
-    let mut cols = Vec::new();
-    for (i, scenario) in scenarios.iter().enumerate() {
-        if scenarios.len() > 1 {
-            eprintln!(
-                "tierlab: scenario {} of {}: {}",
-                i + 1,
-                scenarios.len(),
-                scenario.display()
-            );
-        }
-        args.scenario = scenario.clone();
-        cols.push(validate::command::run(&args)?);
-        if scenarios.len() > 1 {
-            println!();
-        }
-    }
-    if cols.len() > 1 {
-        println!("suite (real / simulated):\n");
-        print!("{}", validate::suite::markdown(&cols));
-    }
-    Ok(())
+    each_then_suite(&scenarios, |scenario| {
+        args.scenario = scenario.to_path_buf();
+        validate::command::run(&args)
+    })
 }
 
 /// `validate --replay`: the recorded guest runs beside the simulator as it is now.
@@ -576,10 +559,21 @@ fn replay_cmd(files: &[PathBuf], sets: &[String], seeds: u32) -> Result<(), Stri
     if seeds != 1 {
         return Err("validate --replay: the seeds are the recorded ones (drop --seeds)".into());
     }
+    each_then_suite(files, |file| validate::replay::run(file, sets))
+}
+
+/// Validate each of `paths` in turn and, with several, print the suite table after them.
+fn each_then_suite(
+    paths: &[PathBuf],
+    mut one: impl FnMut(&Path) -> Result<validate::suite::Column, String>,
+) -> Result<(), String> {
     let mut cols = Vec::new();
-    for file in files {
-        cols.push(validate::replay::run(file, None, sets)?);
-        if files.len() > 1 {
+    for (i, path) in paths.iter().enumerate() {
+        if paths.len() > 1 {
+            eprintln!("tierlab: {} of {}: {}", i + 1, paths.len(), path.display());
+        }
+        cols.push(one(path)?);
+        if paths.len() > 1 {
             println!();
         }
     }

@@ -342,12 +342,21 @@ fn simulate(
 
 /// The scenario simulated with `sets`.
 fn stand_in_run(args: &ValidateArgs, sets: &[String]) -> Result<tierlab::RunResult, String> {
-    let origin = args.scenario.display().to_string();
-    let sim_cfg = Config::load(&args.scenario, sets).map_err(|e| e.to_string())?;
+    run_scenario(&args.scenario, sets).map(|(_, result)| result)
+}
+
+/// The scenario at `path` with `sets`, simulated: its config and result.
+pub(super) fn run_scenario(
+    path: &Path,
+    sets: &[String],
+) -> Result<(Config, tierlab::RunResult), String> {
+    let origin = path.display().to_string();
+    let sim_cfg = Config::load(path, sets).map_err(|e| e.to_string())?;
     let w = workloads::build(&sim_cfg, &origin).map_err(|e| e.to_string())?;
-    let mut sim = Simulation::new(sim_cfg, w).map_err(|e| format!("{origin}: {e}"))?;
-    sim.run(&mut |_| {})
-        .map_err(|e| format!("{origin}: simulation stopped: {e}"))
+    let mut sim = Simulation::new(sim_cfg.clone(), w).map_err(|e| format!("{origin}: {e}"))?;
+    let result =
+        (sim.run(&mut |_| {})).map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+    Ok((sim_cfg, result))
 }
 
 /// One seed's real run, its simulation and their comparison.

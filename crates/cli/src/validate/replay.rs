@@ -3,12 +3,11 @@
 //! (plus the command line's), so a model change or a knob can be judged against the same real
 //! samples in seconds instead of a guest boot per seed.
 
-use super::command::{counters, suite_name};
+use super::command::{counters, run_scenario, suite_name};
 use super::report::{self, RealSample};
 use super::{seeds, suite};
 use serde_json::Value;
 use std::path::Path;
-use tierlab::{Config, Simulation};
 
 /// One recorded seed: its real samples and the stand-in's keys.
 struct Recorded {
@@ -51,23 +50,14 @@ fn recorded(path: &Path, doc: &Value) -> Result<Vec<Recorded>, String> {
 }
 
 /// Rerun the stand-in of every seed `path` recorded, with `extra` keys after its own, and
-/// print the comparison as `validate` does. `scenario` overrides the recorded scenario path.
-pub fn run(
-    path: &Path,
-    scenario: Option<&Path>,
-    extra: &[String],
-) -> Result<suite::Column, String> {
+/// print the comparison as `validate` does.
+pub fn run(path: &Path, extra: &[String]) -> Result<suite::Column, String> {
     let file = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
-    let origin = match scenario {
-        Some(p) => p.display().to_string(),
-        None => doc
-            .get("scenario")
-            .and_then(Value::as_str)
-            .ok_or_else(|| format!("{file}: no `scenario` (not a validate --json?)"))?
-            .to_string(),
-    };
+    let origin = (doc.get("scenario").and_then(Value::as_str))
+        .ok_or_else(|| format!("{file}: no `scenario` (not a validate --json?)"))?
+        .to_string();
     let runs = recorded(path, &doc)?;
     let kernel = doc.get("kernel").and_then(Value::as_str).unwrap_or("?");
     let mut cmps = Vec::new();
@@ -80,12 +70,7 @@ pub fn run(
         );
         let mut sets = r.sets.clone();
         sets.extend(extra.iter().cloned());
-        let cfg = Config::load(Path::new(&origin), &sets).map_err(|e| e.to_string())?;
-        let w = workloads::build(&cfg, &origin).map_err(|e| e.to_string())?;
-        let mut sim = Simulation::new(cfg.clone(), w).map_err(|e| format!("{origin}: {e}"))?;
-        let result = sim
-            .run(&mut |_| {})
-            .map_err(|e| format!("{origin}: simulation stopped: {e}"))?;
+        let (cfg, result) = run_scenario(Path::new(&origin), &sets)?;
         cmps.push(report::compare(&r.real, &result, &counters(&cfg)));
     }
     println!(

@@ -202,34 +202,27 @@ impl Kernel {
     /// (find_new_ilb), whose _nohz_idle_balance balances the other idle CPUs from the next
     /// one on and itself last, and the first allowed to run kswapd pulls it
     /// (sched_balance_rq → detach_tasks takes the least recently run task, kswapd, which has
-    /// not run since its wake-up). Returns the nodes whose kswapd moved, and where.
-    pub(crate) fn nohz_idle_pull_kswapd(
-        &mut self,
-        m: &Machine,
-        c: usize,
-        t: u64,
-    ) -> Vec<(usize, usize)> {
-        let ncpus = m.cpus.len();
-        let mut moved = Vec::new();
+    /// not run since its wake-up).
+    pub(crate) fn nohz_idle_pull_kswapd(&mut self, m: &Machine, c: usize, t: u64) {
         for n in 0..self.nodes.len() {
-            let node = &self.nodes[n];
-            if !node.kswapd_awake || node.kswapd_prev_cpu != Some(c as u32) {
-                continue;
-            }
-            let idle: Vec<usize> = (0..ncpus)
-                .filter(|&i| i != c && self.cpu_idle_at(m, i, t))
-                .collect();
-            let Some(&ilb) = idle.first() else {
-                return moved;
-            };
-            let allowed = |i: usize| node.cpus.is_empty() || node.cpus.contains(&(i as u32));
-            let order = (1..=ncpus).map(|k| (ilb + k) % ncpus);
-            if let Some(dst) = order.filter(|i| idle.contains(i)).find(|&i| allowed(i)) {
+            if let Some(dst) = self.idle_puller(m, n, c, t) {
                 self.nodes[n].kswapd_prev_cpu = Some(dst as u32);
-                moved.push((n, dst));
             }
         }
-        moved
+    }
+
+    /// The idle CPU that pulls node `n`'s kswapd waiting on CPU `c` (nohz_idle_pull_kswapd).
+    fn idle_puller(&self, m: &Machine, n: usize, c: usize, t: u64) -> Option<usize> {
+        let node = &self.nodes[n];
+        if !node.kswapd_awake || node.kswapd_prev_cpu != Some(c as u32) {
+            return None;
+        }
+        let ncpus = m.cpus.len();
+        let idle = |i: usize| i != c && self.cpu_idle_at(m, i, t);
+        let ilb = (0..ncpus).find(|&i| idle(i))?;
+        let allowed = |i: usize| node.cpus.is_empty() || node.cpus.contains(&(i as u32));
+        let mut order = (1..=ncpus).map(|k| (ilb + k) % ncpus);
+        order.find(|&i| idle(i) && allowed(i))
     }
 
     /// The CPU kswapd of node `n` runs on: where its wake-up placed it.
