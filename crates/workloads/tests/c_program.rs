@@ -670,6 +670,49 @@ fn fork_and_wait_phases_run_natively() {
     assert_eq!(resident(end, "buf"), 1024, "{end}");
 }
 
+/// The sampler runs pinned to the first CPU no worker is pinned to, as the stand-in's
+/// sampler thread is placed (scripted/mod.rs). On a 2-CPU host that is the only CPU left, so
+/// only a host with 3 or more tells the pin from "any CPU but the workers'".
+#[test]
+fn the_sampler_runs_on_the_first_cpu_the_workers_leave() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: the host has one CPU");
+        return;
+    }
+    let dir = TempDir::new("sampler-cpu");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let src = r#"
+[workload]
+type = "scripted"
+threads = 1
+placement = [0]
+[[workload.regions]]
+name = "buf"
+size_mib = 4
+[[workload.phases]]
+name = "fill"
+kind = "touch"
+region = "buf"
+write = true
+[[workload.phases]]
+name = "idle"
+kind = "sleep"
+ms = 40
+"#;
+    let c =
+        generate(&workload(src), "sampler.toml", 1, &opts(1, 2)).unwrap_or_else(|e| panic!("{e}"));
+    let exe = compile(&dir.0, "sampler", &c);
+    let (code, lines) = run(&exe, &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    let (_, samples) = split(&lines);
+    assert!(samples.len() >= 3, "{samples:?}");
+    for s in &samples {
+        assert_eq!(s["sampler_cpu"], 1, "{s}");
+    }
+}
+
 /// A child that faults fails the program when it is waited for.
 #[test]
 fn a_failing_child_fails_the_program() {

@@ -29,6 +29,9 @@ pub struct RealSample {
     pub span_ms: Option<f64>,
     /// The sampler's own CPU time for this sample.
     pub cpu_ms: Option<f64>,
+    /// The CPU the sampler ended this sample on.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sampler_cpu: Option<u32>,
     /// Each worker's accesses so far (published at every pacing batch).
     pub accesses: Vec<u64>,
     /// Each worker's [run time, run-queue wait] so far, ns (its schedstat).
@@ -165,6 +168,8 @@ pub fn parse_samples(lines: &[String]) -> Result<Vec<RealSample>, String> {
             zones: parse_zones(&v),
             span_ms: v.get("span_ms").and_then(Value::as_f64),
             cpu_ms: v.get("cpu_ms").and_then(Value::as_f64),
+            sampler_cpu: (v.get("sampler_cpu").and_then(Value::as_u64))
+                .and_then(|c| u32::try_from(c).ok()),
             accesses: v
                 .get("accesses")
                 .and_then(Value::as_array)
@@ -581,7 +586,7 @@ mod tests {
             r#"{"t_ms":10.0,"regions":{"hot":[1,3]},"vmstat":{"pgpromote_success":5},"tlb":[1,2]}"#,
             r#"{"phase":"fill","begin_ms":0,"end_ms":9}"#,
             "kernel noise",
-            r#"{"t_ms":20.0,"regions":{"hot":[4,0]},"vmstat":{"pgpromote_success":9},"tlb":[2,2]}"#,
+            r#"{"t_ms":20.0,"regions":{"hot":[4,0]},"vmstat":{"pgpromote_success":9},"tlb":[2,2],"sampler_cpu":2}"#,
             r#"{"done":true,"t_ms":21}"#,
         ]
         .iter()
@@ -591,6 +596,7 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].regions[0], ("hot".to_string(), vec![1, 3]));
         assert_eq!(s[1].tlb, 4);
+        assert_eq!((s[0].sampler_cpu, s[1].sampler_cpu), (None, Some(2)));
         let err = parse_samples(&[r#"{"error":"mmap failed"}"#.to_string()]).unwrap_err();
         assert!(err.contains("mmap failed"));
     }
@@ -599,7 +605,7 @@ mod tests {
     fn samples_read_back_from_json_as_they_were_written() {
         // `--replay` compares against the samples `--json` wrote.
         let line = r#"{"t_ms":10.5,"regions":{"hot":[1,3]},"vmstat":{"pgfault":7},"tlb":[1,2],
-            "zones":[{"node":0,"zone":"DMA","free":3584,"min":29,"low":36,"high":43,
+            "sampler_cpu":1,"zones":[{"node":0,"zone":"DMA","free":3584,"min":29,"low":36,"high":43,
             "promo":null,"managed":3840,"protection":[0,181]}]}"#
             .replace('\n', "");
         let s = parse_samples(&[line]).unwrap();
@@ -609,6 +615,7 @@ mod tests {
         assert_eq!(back[0].regions[0], ("hot".to_string(), vec![1, 3]));
         assert_eq!(back[0].counter("pgfault"), Some(7));
         assert_eq!(back[0].zones, s[0].zones);
+        assert_eq!(back[0].sampler_cpu, Some(1));
     }
 
     #[test]

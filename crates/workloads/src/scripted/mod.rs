@@ -208,7 +208,7 @@ pub fn build(
     let mut processes = 1;
     let mut phase_names = phases.names;
     if let Some(sampler) = &cfg.sampler {
-        // As the C program's sampler sets its affinity: off the workers' pinned CPUs.
+        // As the C program's sampler sets its affinity: the first CPU no worker is pinned to.
         let pinned: Vec<u32> = (threads.iter())
             .filter_map(|t| match t.placement {
                 Placement::Pinned(c) => Some(c),

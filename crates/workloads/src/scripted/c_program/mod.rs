@@ -22,8 +22,8 @@
 //!   included) `loops` times, each phase instance followed by a `pthread_barrier_wait`, as the
 //!   simulator's op stream does;
 //! - a sampler *process*, forked before the regions exist (so it shares none of them, and its
-//!   work is not the workload's run time, which paces NUMA balancing's scanner), runs off the
-//!   pinned CPUs when any CPU is left and prints a sample of the workload's pages every
+//!   work is not the workload's run time, which paces NUMA balancing's scanner), runs pinned
+//!   to the first CPU no workload thread is pinned to, when any is left, and prints a sample of the workload's pages every
 //!   `sample_interval_ms`, and one more after the last phase. After a sample the sampler idles
 //!   at least as long as the sample took: it never uses more than half a CPU, and the
 //!   effective interval grows. Under TCG with `-icount` every guest instruction slows every
@@ -36,9 +36,11 @@
 //!
 //! - Sample: `{"t_ms":12.345,"regions":{"buf":[1024,0],"hot tail":[256,0]},
 //!   "vmstat":{"pgmigrate_success":0,"numa_hint_faults":null},"tlb":[365129,370703],
-//!   "accesses":[1024,0],"schedstat":[[812000,3000],[0,0]],"zones":[..],"span_ms":0.412}`
+//!   "accesses":[1024,0],"schedstat":[[812000,3000],[0,0]],"zones":[..],"span_ms":0.412,
+//!   "cpu_ms":0.398,"sampler_cpu":2}`
 //!   - `t_ms`: ms since the program started (CLOCK_MONOTONIC) when the sample began; `span_ms`:
-//!     how long it took (the residency is not an instant snapshot);
+//!     how long it took (the residency is not an instant snapshot), `cpu_ms` how much of the
+//!     sampler's CPU time, `sampler_cpu` the CPU it ended on;
 //!   - `regions`: per region, then per `[[workload.watch]]` sub-range (under its name, as the
 //!     simulator's timeline does), the number of resident pages on node 0, 1, ... The array has
 //!     `CProgramOptions::nodes` entries, more if the kernel puts pages on a higher node.

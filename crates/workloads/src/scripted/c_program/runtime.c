@@ -1275,8 +1275,8 @@ static uint64_t sample(int last)
 #endif
 	uint64_t span = now_ns() - t;
 	/* Its own CPU time too: the load it puts on the machine, which the stand-in repeats. */
-	sb_printf(&b, ",\"span_ms\":%.3f,\"cpu_ms\":%.3f}", (double)span / 1e6,
-		  (double)(thread_cpu_ns() - cpu0) / 1e6);
+	sb_printf(&b, ",\"span_ms\":%.3f,\"cpu_ms\":%.3f,\"sampler_cpu\":%d}", (double)span / 1e6,
+		  (double)(thread_cpu_ns() - cpu0) / 1e6, sched_getcpu());
 	emit(b.s);
 	free(b.s);
 	return span;
@@ -1286,14 +1286,27 @@ static uint64_t sample(int last)
  * last sample. A sample that took long is followed by at least as long an idle time. */
 static void sampler_process(int stop_fd)
 {
-	/* Off the pinned workload CPUs if any CPU is left; best effort. */
+	/* With workers pinned: pinned to the first CPU none is pinned to, if one is left (best
+	 * effort), as the stand-in pins it. Free to move, it would change which CPU kswapd runs
+	 * on (select_idle_sibling) in ways the stand-in does not. No worker pinned: left to the
+	 * scheduler, as the workers are. */
 	cpu_set_t set;
-	if (sched_getaffinity(0, sizeof set, &set) == 0) {
+	int pinned = 0;
+	for (int t = 0; t < NTHREADS; t++)
+		pinned += PLACEMENT[t] >= 0;
+	if (pinned > 0 && sched_getaffinity(0, sizeof set, &set) == 0) {
 		for (int t = 0; t < NTHREADS; t++)
 			if (PLACEMENT[t] >= 0 && PLACEMENT[t] < CPU_SETSIZE)
 				CPU_CLR((size_t)PLACEMENT[t], &set);
-		if (CPU_COUNT(&set) > 0)
-			sched_setaffinity(0, sizeof set, &set);
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (CPU_ISSET((size_t)c, &set)) {
+				cpu_set_t one;
+				CPU_ZERO(&one);
+				CPU_SET((size_t)c, &one);
+				sched_setaffinity(0, sizeof one, &one);
+				break;
+			}
+		}
 	}
 	uint64_t interval = (uint64_t)(SAMPLE_MS * 1e6);
 	if (interval == 0)
