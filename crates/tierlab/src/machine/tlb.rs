@@ -141,6 +141,9 @@ pub struct Tlb {
     /// `chunks` per set; an entry's index is set × `chunks` × `LANES` + way.
     tags: Vec<Chunk>,
     sets: usize,
+    /// Ways holding no entry, over all sets: while there are none, `insert` goes straight to
+    /// the PLRU victim (a full TLB, the steady state, has no empty way to look for).
+    empty_ways: usize,
 }
 
 impl Tlb {
@@ -164,6 +167,7 @@ impl Tlb {
             },
             tags: vec![Chunk::default(); sets as usize * chunks],
             sets: sets as usize,
+            empty_ways: entries as usize,
         }
     }
 
@@ -282,13 +286,17 @@ impl Tlb {
         // The chunks as a local slice: its pointer and length stay in registers across the
         // stores below (through `self.tags` they are reloaded after each).
         let tags = &mut self.tags[..];
-        // The first chunk apart, as in `find`: an L1 TLB of up to 4 ways has no loop to run.
-        let mut empty = tags[base].empty();
-        for c in 1..chunks {
-            empty |= tags[base + c].empty() << (c * LANES);
+        let mut empty = 0;
+        if self.empty_ways > 0 {
+            // The first chunk apart, as in `find`: an L1 TLB of up to 4 ways has no loop.
+            empty = tags[base].empty();
+            for c in 1..chunks {
+                empty |= tags[base + c].empty() << (c * LANES);
+            }
+            empty &= all_ways;
         }
-        empty &= all_ways;
         let way = if empty != 0 {
+            self.empty_ways -= 1;
             empty.trailing_zeros()
         } else {
             (!tags[base].mru).trailing_zeros()
@@ -323,6 +331,7 @@ impl Tlb {
             while hits != 0 {
                 let idx = self.index(set, hits.trailing_zeros() as usize);
                 *self.meta_mut(idx) = 0;
+                self.empty_ways += 1;
                 hits &= hits - 1;
                 dropped = true;
             }
@@ -335,6 +344,7 @@ impl Tlb {
         for m in self.tags.iter_mut().flat_map(|c| c.meta.iter_mut()) {
             if *m != 0 && (*m & 0xffff) as u16 == pcid {
                 *m = 0;
+                self.empty_ways += 1;
             }
         }
     }
@@ -345,6 +355,7 @@ impl Tlb {
             c.meta = [0; LANES];
             c.mru = 0;
         });
+        self.empty_ways = self.entries();
     }
 
     /// Valid entries as (first vpn, pcid, data, pages translated: 1 or 512), for the
@@ -494,5 +505,47 @@ mod tests {
         assert!(t.lookup(4, 0).is_some());
         t.flush_all();
         assert_eq!(t.valid_entries().count(), 0);
+    }
+
+    /// The count of empty ways follows every insert, INVLPG and flush, so a full TLB inserts
+    /// over its PLRU victim and one with a hole still finds the hole.
+    #[test]
+    fn empty_ways_follow_inserts_invalidations_and_flushes() {
+        use rand::{Rng, SeedableRng};
+        for (entries, ways) in [(64, 4), (48, 12), (24, 6), (8, 8)] {
+            let mut t = Tlb::new(entries, ways);
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(entries as u64);
+            for step in 0..20_000 {
+                let (vpn, pcid) = (rng.gen_range(0..256u32), rng.gen_range(0..3u16));
+                match rng.gen_range(0..100) {
+                    0..=69 => {
+                        if t.lookup(vpn, pcid).is_none() {
+                            t.insert(vpn, pcid, tlb_data(vpn, true, false));
+                        }
+                    }
+                    70..=79 => {
+                        if t.lookup_huge(vpn >> 4, pcid).is_none() {
+                            t.insert_huge(vpn >> 4, pcid, 7);
+                        }
+                    }
+                    80..=97 => {
+                        t.invalidate_page(vpn, pcid);
+                    }
+                    98 => t.flush_pcid(pcid),
+                    _ => t.flush_all(),
+                }
+                let valid = t.valid_entries().count();
+                assert_eq!(t.empty_ways, entries as usize - valid, "step {step}");
+            }
+        }
+        // A hole in a full TLB is found: the insert takes it, not the set's PLRU victim.
+        let mut t = Tlb::new(8, 2);
+        for vpn in 0..8 {
+            t.insert(vpn, 0, 0);
+        }
+        assert_eq!(t.empty_ways, 0);
+        assert!(t.invalidate_page(4, 0));
+        t.insert(8, 0, 0);
+        assert!(t.lookup(0, 0).is_some() && t.lookup(8, 0).is_some());
     }
 }
