@@ -23,8 +23,8 @@
 //!   simulator's op stream does;
 //! - a sampler *process*, forked before the regions exist (so it shares none of them, and its
 //!   work is not the workload's run time, which paces NUMA balancing's scanner), runs pinned
-//!   to the first CPU no workload thread is pinned to, when any is left, and prints a sample of the workload's pages every
-//!   `sample_interval_ms`, and one more after the last phase. After a sample the sampler idles
+//!   to the first CPU no workload thread is pinned to, when any is left, and prints a sample
+//!   of the workload's pages every `sample_interval_ms`, and one more after the last phase. After a sample the sampler idles
 //!   at least as long as the sample took: it never uses more than half a CPU, and the
 //!   effective interval grows. Under TCG with `-icount` every guest instruction slows every
 //!   vCPU, so the sample is kept cheap: one read of `/proc/PID/numa_maps` (a page-table walk,

@@ -1292,20 +1292,20 @@ static void sampler_process(int stop_fd)
 	 * scheduler, as the workers are. */
 	cpu_set_t set;
 	int pinned = 0;
-	for (int t = 0; t < NTHREADS; t++)
+	if (sched_getaffinity(0, sizeof set, &set) != 0)
+		CPU_ZERO(&set);
+	for (int t = 0; t < NTHREADS; t++) {
 		pinned += PLACEMENT[t] >= 0;
-	if (pinned > 0 && sched_getaffinity(0, sizeof set, &set) == 0) {
-		for (int t = 0; t < NTHREADS; t++)
-			if (PLACEMENT[t] >= 0 && PLACEMENT[t] < CPU_SETSIZE)
-				CPU_CLR((size_t)PLACEMENT[t], &set);
-		for (int c = 0; c < CPU_SETSIZE; c++) {
-			if (CPU_ISSET((size_t)c, &set)) {
-				cpu_set_t one;
-				CPU_ZERO(&one);
-				CPU_SET((size_t)c, &one);
-				sched_setaffinity(0, sizeof one, &one);
-				break;
-			}
+		if (PLACEMENT[t] >= 0 && PLACEMENT[t] < CPU_SETSIZE)
+			CPU_CLR((size_t)PLACEMENT[t], &set);
+	}
+	for (int c = 0; pinned > 0 && c < CPU_SETSIZE; c++) {
+		if (CPU_ISSET((size_t)c, &set)) {
+			cpu_set_t one;
+			CPU_ZERO(&one);
+			CPU_SET((size_t)c, &one);
+			sched_setaffinity(0, sizeof one, &one);
+			break;
 		}
 	}
 	uint64_t interval = (uint64_t)(SAMPLE_MS * 1e6);
