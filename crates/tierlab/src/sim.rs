@@ -503,7 +503,8 @@ impl Sim {
                         self.hw.cpus[c].clock += cyc * share;
                         let faulted = self.hw.cpus[c].sys_cycles != sys;
                         in_fault = faulted.then_some((a, kind));
-                        if self.fatal.is_some() {
+                        // (A flush IPI's sender waits for the other vCPUs' turns: turns.rs.)
+                        if self.fatal.is_some() || self.hw.cpus[c].ipi_wait_from.is_some() {
                             stop = true;
                         }
                         continue;
@@ -717,7 +718,7 @@ impl Sim {
                     | Op::Pace(_) => unreachable!("OpBuf keeps these inline"),
                 },
             }
-            if self.fatal.is_some() {
+            if self.fatal.is_some() || self.hw.cpus[c].ipi_wait_from.is_some() {
                 stop = true;
             }
         }

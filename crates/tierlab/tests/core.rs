@@ -734,6 +734,60 @@ fn vcpu_turns_cut_a_long_op_at_each_deadline_and_the_other_vcpus_run_between() {
 }
 
 #[test]
+fn vcpu_turns_pass_the_turn_on_while_a_flush_ipi_waits_for_its_acknowledgement() {
+    // Thread 1 (CPU 1) write-protects and unprotects a page it wrote, 4 times; a store after
+    // each pair makes the PTE writable again, so each write-protect flushes. CPU 0 runs
+    // thread 0 of the same process (60 ms of work in small ops), so each flush IPIs CPU 0.
+    // The sender spins in csd_lock_wait, whose PAUSE ends its turn in QEMU (helper_pause):
+    // CPU 0 takes its turn, handles the IPI and holds the turn to the next deadline, its
+    // tick. With an even share instead of turns the 4 flushes take microseconds.
+    let run_flushes = |turns: bool| {
+        let busy = {
+            let mut ops = vec![Op::Compute(1_000); 60_000];
+            ops.push(Op::Mark(Mark::RoiEnd));
+            ops
+        };
+        let mut flips = vec![anon_rw(BASE, 1), Op::Store(BASE)];
+        for _ in 0..4 {
+            for prot in [prot::READ, prot::READ | prot::WRITE] {
+                flips.push(Op::Mprotect {
+                    addr: BASE,
+                    len: PAGE,
+                    prot,
+                });
+            }
+            flips.push(Op::Store(BASE));
+        }
+        flips.push(Op::Mark(Mark::RoiEnd));
+        let threads = vec![
+            (0, Placement::Pinned(0), busy),
+            (0, Placement::Pinned(1), flips),
+        ];
+        let turns = format!("machine.vcpu_turns={turns}");
+        let mut sets = TICK_GRID.to_vec();
+        sets.push(&turns);
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+        let t1 = &sim.k.sched.threads[1];
+        (
+            sim.hw.cpus[0].irq.tlb,
+            ms(t1.roi_end.unwrap()),
+            ms(t1.runtime),
+        )
+    };
+    // CPU 0 runs first, to its first tick at 4 ms; thread 1's first flush comes just after,
+    // and each of the 4 sends it to the next tick: it ends after the 20 ms one, and the
+    // spinning was its run time.
+    let (ipis, end, run_time) = run_flushes(true);
+    assert_eq!(ipis, 4);
+    assert!((20.0..20.02).contains(&end), "{end} ms");
+    assert!((16.0..16.02).contains(&run_time), "{run_time} ms");
+    let (ipis, end, _) = run_flushes(false);
+    assert_eq!(ipis, 4);
+    assert!(end < 0.1, "{end} ms");
+}
+
+#[test]
 fn tick_offset_moves_the_jiffy_boundaries_against_the_workloads_start() {
     // One thread computes 10 ms alone, in small ops, and takes each tick's 3.504 µs handler
     // (TICK_GRID) as run time. Started on a jiffy boundary it meets the ticks at 4 and 8 ms;

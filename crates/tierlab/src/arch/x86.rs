@@ -253,10 +253,17 @@ impl X86 {
         }
         let cost = &t.m.cost;
         let send = cost.ipi_send_cycles as u64
-            + cost.ipi_send_per_cpu_cycles as u64 * targets.saturating_sub(1)
-            + cost.ipi_receive_cycles as u64;
+            + cost.ipi_send_per_cpu_cycles as u64 * targets.saturating_sub(1);
+        let wait = cost.ipi_receive_cycles as u64;
         if targets > 0 {
             t.m.charge_sys(c, send);
+            // smp_call_function_many_cond → csd_lock_wait spins from here: under vcpu_turns
+            // its first PAUSE passes the turn on (sim/turns.rs run_turn).
+            let cpu = &mut t.m.cpus[c];
+            if t.m.vcpu_turns && cpu.ipi_wait_from.is_none() {
+                cpu.ipi_wait_from = Some(cpu.clock);
+            }
+            t.m.charge_sys(c, wait);
         }
         let local = match info.mm {
             Some(mm) => self.cpus[c].loaded_mm == mm as u32,

@@ -35,6 +35,9 @@ pub struct Cpu {
     /// The CPU's latest idle span [from, to) before its clock (a pacing wait, or no thread).
     pub idle_from: u64,
     pub idle_to: u64,
+    /// Under `machine.vcpu_turns`: when this vCPU, having sent a flush IPI, began spinning on
+    /// the acknowledgements (csd_lock_wait), whose PAUSE ends its turn (sim/turns.rs).
+    pub ipi_wait_from: Option<u64>,
 }
 
 impl Cpu {
@@ -56,6 +59,7 @@ impl Cpu {
             share: 1,
             idle_from: 0,
             idle_to: 0,
+            ipi_wait_from: None,
             cache: (cache_kib > 0)
                 .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }

@@ -33,11 +33,17 @@
 //! intervals that can hold the kick back a few ms (nohz.next_balance, rq->next_balance) are
 //! not modelled, nor which of the two runs until then (kswapd first here; EEVDF decides).
 //!
+//! A flush IPI's sender spins in csd_lock_wait on PAUSE, and QEMU's x86 `helper_pause`
+//! leaves the vCPU's loop ("Just let another CPU run", EXCP_INTERRUPT): its turn ends where
+//! the wait begins, the other vCPUs take theirs (the targets handle the IPI in them), and
+//! the rest of its op runs when the round comes back, as after a cut at a deadline.
+//!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
-//! sooner); a spinning vCPU's `pause` ending its turn (x86 `helper_pause`), so a flush IPI's
-//! sender keeps its turn while it waits; a tick that fires while its CPU sleeps less than a
-//! tick (its halt drops the tick here); the handlers' own variation in length (one measured
-//! cost for every timer interrupt, where the guest's differ by the work each tick finds).
+//! sooner); a second flush in the same op passing the turn on again (task_numa_work flushes
+//! once per VMA it changes; only its first flush does here); a tick that fires while its CPU
+//! sleeps less than a tick (its halt drops the tick here); the handlers' own variation in
+//! length (one measured cost for every timer interrupt, where the guest's differ by the
+//! work each tick finds).
 
 use super::{Ended, Sim, SimError, Watcher};
 use crate::kernel::Event;
@@ -183,7 +189,7 @@ impl Sim {
                     }
                     // (Its own clock, past `now` while it finishes an op, is no deadline.)
                     let end = self.turn_deadline(now, Some(c)).min(budget_end);
-                    let (stop, by_thread) = self.run_turn(c, now, end);
+                    let (stop, by_thread, end) = self.run_turn(c, now, end);
                     // An op ran past the deadline: its turn ended there in the middle of the
                     // op, and the other vCPUs take their turns before the rest of it runs. (A
                     // clock past the deadline with nothing run is a thread's pacing slot.)
@@ -404,10 +410,15 @@ impl Sim {
     }
 
     /// CPU `c`'s turn from `t` until `end`: kswapd's due steps, then its thread. Returns when
-    /// the turn ended (where the CPU's clock stopped, or where it halted to wait) and whether
-    /// its thread ran (None: the rest of an op ran through the whole turn).
-    fn run_turn(&mut self, c: usize, t: u64, end: u64) -> (u64, Option<bool>) {
+    /// the turn ended (where the CPU's clock stopped, or where it halted to wait), whether
+    /// its thread ran (None: the rest of an op ran through the whole turn), and the turn's
+    /// deadline: `end`, or earlier where the CPU began to wait for a flush IPI's
+    /// acknowledgements. That wait spins on PAUSE (csd_lock_wait → cpu_relax), and QEMU's
+    /// x86 `helper_pause` leaves the vCPU's loop (EXCP_INTERRUPT): the other vCPUs take
+    /// their turns, the targets handling the IPI in theirs, before the rest of the op runs.
+    fn run_turn(&mut self, c: usize, t: u64, end: u64) -> (u64, Option<bool>, u64) {
         self.accrue_wait(c, t);
+        self.hw.cpus[c].ipi_wait_from = None;
         let kswapd = self.kswapd_due_on(c);
         if kswapd.is_some() && self.asleep_until[c].is_none() {
             // kswapd's wake-up ends the halt of a CPU whose thread sleeps until a later timer
@@ -415,10 +426,13 @@ impl Sim {
             self.asleep_until[c] = self.hw.cpus[c].interrupt_idle(t);
         }
         if self.hw.cpus[c].clock >= end {
-            return (self.work_end(c, t), None);
+            return (self.work_end(c, t), None, end);
         }
         if let Some(n) = kswapd {
-            while self.hw.cpus[c].clock < end && self.kswapd_due[n] {
+            while self.hw.cpus[c].clock < end
+                && self.kswapd_due[n]
+                && self.hw.cpus[c].ipi_wait_from.is_none()
+            {
                 self.kswapd_due[n] = false;
                 let at = self.hw.cpus[c].clock;
                 self.k.now = at;
@@ -436,16 +450,21 @@ impl Sim {
             }
         }
         self.armed = Armed::None;
-        let thread_runs = self.hw.cpus[c].clock < end;
-        while self.armed == Armed::None
+        let thread_runs = self.hw.cpus[c].clock < end && self.hw.cpus[c].ipi_wait_from.is_none();
+        while thread_runs
+            && self.armed == Armed::None
             && self.fatal.is_none()
             && self.k.sched.rq[c].current != NIL
             && self.hw.cpus[c].clock < end
+            && self.hw.cpus[c].ipi_wait_from.is_none()
         {
             let until = end.min(self.hw.cpus[c].clock + self.quantum);
             self.run_quantum(c, until);
         }
-        (self.work_end(c, t), Some(thread_runs))
+        let end = self.hw.cpus[c]
+            .ipi_wait_from
+            .map_or(end, |w| end.min(w.max(t)));
+        (self.work_end(c, t), Some(thread_runs), end)
     }
 
     /// Where CPU `c`'s work in a turn from `t` stopped: where it halted if it is halted now
@@ -614,9 +633,10 @@ type = "test"
             by_thread: false,
         });
         assert_eq!(sim.resume_overrun(c, 2_000), Some(false));
-        let (stop, thread_ran) = sim.run_turn(c, 2_000, 6_000);
+        let (stop, thread_ran, end) = sim.run_turn(c, 2_000, 6_000);
         assert_eq!(stop, 2_300);
         assert_eq!(thread_ran, None);
+        assert_eq!(end, 6_000);
         let cpu = &sim.hw.cpus[c];
         assert_eq!(
             (cpu.idle_from, cpu.idle_to, cpu.clock),
