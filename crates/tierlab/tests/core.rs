@@ -788,6 +788,53 @@ fn vcpu_turns_pass_the_turn_on_while_a_flush_ipi_waits_for_its_acknowledgement()
 }
 
 #[test]
+fn vcpu_turns_hold_a_flush_ipis_sender_until_every_target_has_run() {
+    // As above, with the flips on CPU 0 and two busy CPUs of the process (1 and 2). The first
+    // flush (at 7.8 µs) passes the turn to CPU 1, which runs to the 4 ms tick; CPU 2 then has
+    // no budget (it runs the expired timers) and has not answered when CPU 0's turn comes,
+    // so CPU 0 passes again; CPU 1 takes its tick's handler and kicks; CPU 2 answers and runs
+    // to the 8 ms tick, where CPU 0's handler kicks (it re-arms first) and CPU 1 holds the
+    // turn to 12 ms. CPU 0 goes on at 12.0035 ms, and each of flushes 2 to 4 waits for the
+    // next tick: the flips end at 24.0102 ms. Had CPU 0 gone on at 4 ms without CPU 2's
+    // answer, they would end at 20.0102 ms.
+    let run_flushes = || {
+        let busy = || {
+            let mut ops = vec![Op::Compute(1_000); 60_000];
+            ops.push(Op::Mark(Mark::RoiEnd));
+            ops
+        };
+        let mut flips = vec![anon_rw(BASE, 1), Op::Store(BASE)];
+        for _ in 0..4 {
+            for prot in [prot::READ, prot::READ | prot::WRITE] {
+                flips.push(Op::Mprotect {
+                    addr: BASE,
+                    len: PAGE,
+                    prot,
+                });
+            }
+            flips.push(Op::Store(BASE));
+        }
+        flips.push(Op::Mark(Mark::RoiEnd));
+        let threads = vec![
+            (0, Placement::Pinned(0), flips),
+            (0, Placement::Pinned(1), busy()),
+            (0, Placement::Pinned(2), busy()),
+        ];
+        let mut sets = TICK_GRID.to_vec();
+        sets.push("machine.vcpu_turns=true");
+        let sim = run(config(&machine(3, 64), &sets), workload(threads, vec![]));
+        let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+        let flips = &sim.k.sched.threads[0];
+        let ipis = (sim.hw.cpus[1].irq.tlb, sim.hw.cpus[2].irq.tlb);
+        (ipis, ms(flips.roi_end.unwrap()), ms(flips.runtime))
+    };
+    let (ipis, end, run_time) = run_flushes();
+    assert_eq!(ipis, (4, 4));
+    assert!((24.0101..24.0103).contains(&end), "{end} ms");
+    assert!((24.0101..24.0103).contains(&run_time), "{run_time} ms");
+}
+
+#[test]
 fn tick_offset_moves_the_jiffy_boundaries_against_the_workloads_start() {
     // One thread computes 10 ms alone, in small ops, and takes each tick's 3.504 µs handler
     // (TICK_GRID) as run time. Started on a jiffy boundary it meets the ticks at 4 and 8 ms;

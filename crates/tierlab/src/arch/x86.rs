@@ -232,6 +232,7 @@ impl X86 {
         t.vm.inc(Vm::NrTlbRemoteFlush);
 
         let mut targets = 0u64;
+        let mut answers = 0u64;
         for r in mask.iter() {
             if r == c || r >= self.cpus.len() {
                 continue;
@@ -249,6 +250,9 @@ impl X86 {
                 }
             }
             targets += 1;
+            if r < 64 {
+                answers |= 1 << r;
+            }
             self.flush_tlb_func_remote(t, r, info);
         }
         let cost = &t.m.cost;
@@ -260,8 +264,9 @@ impl X86 {
             // smp_call_function_many_cond → csd_lock_wait spins from here: under vcpu_turns
             // its first PAUSE passes the turn on (sim/turns.rs run_turn).
             let cpu = &mut t.m.cpus[c];
-            if t.m.vcpu_turns && cpu.ipi_wait_from.is_none() {
-                cpu.ipi_wait_from = Some(cpu.clock);
+            if t.m.vcpu_turns {
+                cpu.ipi_wait_from.get_or_insert(cpu.clock);
+                cpu.ipi_wait_targets |= answers;
             }
             t.m.charge_sys(c, wait);
         }

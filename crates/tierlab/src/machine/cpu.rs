@@ -38,6 +38,9 @@ pub struct Cpu {
     /// Under `machine.vcpu_turns`: when this vCPU, having sent a flush IPI, began spinning on
     /// the acknowledgements (csd_lock_wait), whose PAUSE ends its turn (sim/turns.rs).
     pub ipi_wait_from: Option<u64>,
+    /// Under `machine.vcpu_turns`: the targets of that flush (a bit per CPU below 64) that
+    /// have not answered yet; each answers in its next turn that has a budget.
+    pub ipi_wait_targets: u64,
 }
 
 impl Cpu {
@@ -60,6 +63,7 @@ impl Cpu {
             idle_from: 0,
             idle_to: 0,
             ipi_wait_from: None,
+            ipi_wait_targets: 0,
             cache: (cache_kib > 0)
                 .then(|| crate::machine::cache::Cache::new(cache_kib, cache_ways)),
         }

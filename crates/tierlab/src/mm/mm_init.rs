@@ -156,6 +156,7 @@ impl Kernel {
                 file_cost: 0,
                 kswapd_prev_cpu: m.nodes[n].kswapd_cpu,
                 kswapd_recent_cpu: None,
+                kswapd_waiting: false,
                 nr_demoted: 0,
                 demote_wmark: 0,
                 lrugen: crate::mm::lru_gen::LruGenFolio::new(cfg.vm.lru_gen_enabled),

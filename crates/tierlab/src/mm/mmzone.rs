@@ -56,6 +56,9 @@ pub struct Pgdat {
     pub kswapd_prev_cpu: Option<u32>,
     /// kswapd's p->recent_used_cpu (select_idle_sibling).
     pub kswapd_recent_cpu: Option<u32>,
+    /// kswapd was woken and has not run since: it waits on its CPU's run queue, the one
+    /// state in which a load balance can move it (can_migrate_task refuses the running task).
+    pub kswapd_waiting: bool,
     /// NUMA-balancing promotion state (nbp_* fields) and per-node tiering counters.
     pub numab: crate::mm::numa_balancing::NumaBalancingNode,
     /// kswapd's balance_pgdat run in progress.

@@ -155,6 +155,7 @@ impl Kernel {
         let node = &mut self.nodes[n];
         (node.kswapd_prev_cpu, node.kswapd_recent_cpu) = (Some(c as u32), recent);
         node.kswapd_awake = true;
+        node.kswapd_waiting = true;
         self.schedule(t, Event::KswapdRun(n as u8));
     }
 
@@ -214,7 +215,10 @@ impl Kernel {
     /// The idle CPU that pulls node `n`'s kswapd waiting on CPU `c` (nohz_idle_pull_kswapd).
     fn idle_puller(&self, m: &Machine, n: usize, c: usize, t: u64) -> Option<usize> {
         let node = &self.nodes[n];
-        if !node.kswapd_awake || node.kswapd_prev_cpu != Some(c as u32) {
+        // Only a kswapd that has not run since its wake-up waits here: one that has is the
+        // running task (kswapd's steps run before the CPU's thread), which can_migrate_task
+        // refuses (task_on_cpu).
+        if !node.kswapd_awake || !node.kswapd_waiting || node.kswapd_prev_cpu != Some(c as u32) {
             return None;
         }
         let ncpus = m.cpus.len();
@@ -267,6 +271,7 @@ impl Kernel {
     pub fn kswapd_run(&mut self, m: &mut Machine, n: usize, t: u64) {
         let c = self.kswapd_cpu(m, n);
         self.nodes[n].kswapd_prev_cpu = Some(c as u32);
+        self.nodes[n].kswapd_waiting = false;
         if !self.sched.rq[c].busy() {
             m.cpus[c].idle_until(t);
         }

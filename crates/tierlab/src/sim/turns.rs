@@ -29,9 +29,12 @@
 //! it as run time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
 //! At a busy CPU's tick, a kswapd waiting behind its thread is pulled by the first idle CPU
-//! (kernel/sched/fair.c nohz_balancer_kick → _nohz_idle_balance), at once: the balance
-//! intervals that can hold the kick back a few ms (nohz.next_balance, rq->next_balance) are
-//! not modelled, nor which of the two runs until then (kswapd first here; EEVDF decides).
+//! (kernel/sched/fair.c nohz_balancer_kick → _nohz_idle_balance), at once. Only a kswapd
+//! woken there that has not run since waits: once it has run it is the running task (its
+//! steps run before the thread), and can_migrate_task refuses that one (task_on_cpu). The
+//! balance intervals that can hold the kick back a few ms (nohz.next_balance,
+//! rq->next_balance) are not modelled, nor which of the two runs until then (kswapd first
+//! here; EEVDF decides).
 //!
 //! A flush IPI's sender spins in csd_lock_wait on PAUSE, and QEMU's x86 `helper_pause`
 //! leaves the vCPU's loop ("Just let another CPU run", EXCP_INTERRUPT): its turn ends where
@@ -131,6 +134,8 @@ impl Sim {
                 }
                 let runnable = self.vcpu_runnable(c, now);
                 if !runnable {
+                    // (A halted target would take the IPI and halt again.)
+                    self.answer_ipis(c);
                     // Halted: its tick is stopped (tick_nohz_idle_stop_tick), or its LAPIC
                     // holds the earlier wake-up timer the wake-ups list.
                     self.lapic_tick[c] = None;
@@ -142,6 +147,16 @@ impl Sim {
                     ran = true;
                 } else if runnable {
                     ran = true;
+                    // With a budget the vCPU takes its pending interrupts first, the flush
+                    // IPIs among them (their flush_tlb_func ran at the send here).
+                    self.answer_ipis(c);
+                    if self.hw.cpus[c].ipi_wait_targets != 0 {
+                        // Its csd_lock_wait still spins for a target that has had no budget
+                        // since (its turn ran only the expired timers): PAUSE passes the turn
+                        // on again. (Its own timer interrupt waits for its next turn here.)
+                        cur = (c + 1 < ncpus).then_some(c + 1);
+                        continue;
+                    }
                     // Back from its kick, the thread reaches schedule(): the round it waited
                     // for was its run time; it sleeps unless its timer fired meanwhile (then
                     // the interrupt woke it first, and it runs on).
@@ -495,6 +510,15 @@ impl Sim {
         Some(o.by_thread)
     }
 
+    /// CPU `c` has answered every flush IPI sent to it.
+    fn answer_ipis(&mut self, c: usize) {
+        if c < 64 {
+            for cpu in &mut self.hw.cpus {
+                cpu.ipi_wait_targets &= !(1u64 << c);
+            }
+        }
+    }
+
     /// CPU `c`'s turn comes at `t`. Halted (or never ran) until then: idle; else its thread
     /// kept the CPU while the others ran, and the guest's clock counted that as its run time.
     fn accrue_wait(&mut self, c: usize, t: u64) {
@@ -590,9 +614,10 @@ type = "test"
 
     #[test]
     fn an_idle_cpu_pulls_kswapd_from_a_busy_cpu_at_that_cpus_tick() {
-        // kswapd of the node is awake on CPU 0, where thread 0 runs; CPU 1 is idle. CPU 0's
-        // tick kicks the idle CPU (nohz_balancer_kick, nr_running 2), which pulls kswapd.
-        let setup = |thread_on_cpu0: bool| {
+        // kswapd of the node, woken onto CPU 0 where thread 0 runs, waits there; CPU 1 is
+        // idle. CPU 0's tick kicks the idle CPU (nohz_balancer_kick, nr_running 2), which
+        // pulls kswapd.
+        let setup = |thread_on_cpu0: bool, kswapd_waiting: bool| {
             let mut sim = two_vcpus();
             sim.lapic_irq = vec![true, false];
             sim.lapic_tick = vec![None; 2];
@@ -603,15 +628,19 @@ type = "test"
             sim.k.sched.rq[0].current = if thread_on_cpu0 { 0 } else { NIL };
             sim.k.sched.rq[1].current = NIL;
             sim.k.nodes[0].kswapd_awake = true;
+            sim.k.nodes[0].kswapd_waiting = kswapd_waiting;
             sim.k.nodes[0].kswapd_prev_cpu = Some(0);
             let tick = sim.hw.ns_to_cycles(4e6);
             let handler = sim.take_timer_interrupt(0, 1_000, 1_000_000, tick);
             assert!(matches!(handler, Handler::Rearmed { .. }), "{handler:?}");
             sim.k.nodes[0].kswapd_prev_cpu
         };
-        assert_eq!(setup(true), Some(1));
+        assert_eq!(setup(true, true), Some(1));
         // kswapd alone on CPU 0 (nr_running 1): nothing to balance, it stays.
-        assert_eq!(setup(false), Some(0));
+        assert_eq!(setup(false, true), Some(0));
+        // kswapd has run since its wake-up: it is the running task (its steps run before the
+        // thread), which can_migrate_task does not move (task_on_cpu).
+        assert_eq!(setup(true, false), Some(0));
     }
 
     #[test]
