@@ -503,8 +503,7 @@ impl Sim {
                         self.hw.cpus[c].clock += cyc * share;
                         let faulted = self.hw.cpus[c].sys_cycles != sys;
                         in_fault = faulted.then_some((a, kind));
-                        // (A flush IPI's sender waits for the other vCPUs' turns: turns.rs.)
-                        if self.fatal.is_some() || self.hw.cpus[c].ipi_wait_from.is_some() {
+                        if self.op_ends_quantum(c) {
                             stop = true;
                         }
                         continue;
@@ -718,7 +717,7 @@ impl Sim {
                     | Op::Pace(_) => unreachable!("OpBuf keeps these inline"),
                 },
             }
-            if self.fatal.is_some() || self.hw.cpus[c].ipi_wait_from.is_some() {
+            if self.op_ends_quantum(c) {
                 stop = true;
             }
         }
@@ -733,6 +732,13 @@ impl Sim {
             }
         }
         self.k.maybe_preempt(&mut self.hw, c);
+    }
+
+    /// Whether the op just run on CPU `c` ends its quantum: a fatal error, or a flush IPI
+    /// whose acknowledgements it now waits for, under vcpu_turns (sim/turns.rs `run_turn`).
+    #[inline]
+    fn op_ends_quantum(&self, c: usize) -> bool {
+        self.fatal.is_some() || self.hw.cpus[c].ipi_wait_from.is_some()
     }
 
     /// The quantum of thread `tid` on CPU `c` ends with `pos` its next op in `buf`: keep them

@@ -733,6 +733,31 @@ fn vcpu_turns_cut_a_long_op_at_each_deadline_and_the_other_vcpus_run_between() {
     assert!((71.115..71.116).contains(&run_time), "{run_time} ms");
 }
 
+/// 60 ms of work in 1 µs ops (TICK_GRID's 1 GHz), then the end of the region of interest.
+fn busy_60ms() -> Vec<Op> {
+    let mut ops = vec![Op::Compute(1_000); 60_000];
+    ops.push(Op::Mark(Mark::RoiEnd));
+    ops
+}
+
+/// Writes a page, then `n` times write-protects it, unprotects it and writes it again, so
+/// that each write-protect changes a writable PTE and flushes.
+fn write_protect_flips(n: usize) -> Vec<Op> {
+    let mut ops = vec![anon_rw(BASE, 1), Op::Store(BASE)];
+    for _ in 0..n {
+        for prot in [prot::READ, prot::READ | prot::WRITE] {
+            ops.push(Op::Mprotect {
+                addr: BASE,
+                len: PAGE,
+                prot,
+            });
+        }
+        ops.push(Op::Store(BASE));
+    }
+    ops.push(Op::Mark(Mark::RoiEnd));
+    ops
+}
+
 #[test]
 fn vcpu_turns_pass_the_turn_on_while_a_flush_ipi_waits_for_its_acknowledgement() {
     // Thread 1 (CPU 1) write-protects and unprotects a page it wrote, 4 times; a store after
@@ -742,25 +767,9 @@ fn vcpu_turns_pass_the_turn_on_while_a_flush_ipi_waits_for_its_acknowledgement()
     // CPU 0 takes its turn, handles the IPI and holds the turn to the next deadline, its
     // tick. With an even share instead of turns the 4 flushes take microseconds.
     let run_flushes = |turns: bool| {
-        let busy = {
-            let mut ops = vec![Op::Compute(1_000); 60_000];
-            ops.push(Op::Mark(Mark::RoiEnd));
-            ops
-        };
-        let mut flips = vec![anon_rw(BASE, 1), Op::Store(BASE)];
-        for _ in 0..4 {
-            for prot in [prot::READ, prot::READ | prot::WRITE] {
-                flips.push(Op::Mprotect {
-                    addr: BASE,
-                    len: PAGE,
-                    prot,
-                });
-            }
-            flips.push(Op::Store(BASE));
-        }
-        flips.push(Op::Mark(Mark::RoiEnd));
+        let flips = write_protect_flips(4);
         let threads = vec![
-            (0, Placement::Pinned(0), busy),
+            (0, Placement::Pinned(0), busy_60ms()),
             (0, Placement::Pinned(1), flips),
         ];
         let turns = format!("machine.vcpu_turns={turns}");
@@ -798,27 +807,11 @@ fn vcpu_turns_hold_a_flush_ipis_sender_until_every_target_has_run() {
     // next tick: the flips end at 24.0102 ms. Had CPU 0 gone on at 4 ms without CPU 2's
     // answer, they would end at 20.0102 ms.
     let run_flushes = || {
-        let busy = || {
-            let mut ops = vec![Op::Compute(1_000); 60_000];
-            ops.push(Op::Mark(Mark::RoiEnd));
-            ops
-        };
-        let mut flips = vec![anon_rw(BASE, 1), Op::Store(BASE)];
-        for _ in 0..4 {
-            for prot in [prot::READ, prot::READ | prot::WRITE] {
-                flips.push(Op::Mprotect {
-                    addr: BASE,
-                    len: PAGE,
-                    prot,
-                });
-            }
-            flips.push(Op::Store(BASE));
-        }
-        flips.push(Op::Mark(Mark::RoiEnd));
+        let flips = write_protect_flips(4);
         let threads = vec![
             (0, Placement::Pinned(0), flips),
-            (0, Placement::Pinned(1), busy()),
-            (0, Placement::Pinned(2), busy()),
+            (0, Placement::Pinned(1), busy_60ms()),
+            (0, Placement::Pinned(2), busy_60ms()),
         ];
         let mut sets = TICK_GRID.to_vec();
         sets.push("machine.vcpu_turns=true");

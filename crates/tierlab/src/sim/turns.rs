@@ -466,8 +466,7 @@ impl Sim {
         }
         self.armed = Armed::None;
         let thread_runs = self.hw.cpus[c].clock < end && self.hw.cpus[c].ipi_wait_from.is_none();
-        while thread_runs
-            && self.armed == Armed::None
+        while self.armed == Armed::None
             && self.fatal.is_none()
             && self.k.sched.rq[c].current != NIL
             && self.hw.cpus[c].clock < end
