@@ -630,6 +630,13 @@ impl Sim {
                             self.fatal = Some(e);
                         }
                     }
+                    Op::ReadNumaMaps {
+                        process,
+                        cycles_per_entry,
+                    } => {
+                        let entries = self.k.numa_maps_entries(process as usize);
+                        self.hw.cpus[c].clock += entries * cycles_per_entry as u64 * share;
+                    }
                     Op::Barrier => {
                         let start = (start_clock, start_sys, accesses);
                         self.end_quantum_and_phase(c, tid, pos, std::mem::take(&mut buf), start);

@@ -99,6 +99,13 @@ pub enum Op {
         len: u64,
         node: u32,
     },
+    /// read(2) of /proc/PID/numa_maps of process `process` (`tierlab validate`'s sampler):
+    /// show_numa_map walks its page tables, `cycles_per_entry` for each present PTE and each
+    /// PMD-mapped THP (gather_pte_stats, gather_pmd_stats in fs/proc/task_mmu.c).
+    ReadNumaMaps {
+        process: u32,
+        cycles_per_entry: u32,
+    },
     /// Wait until every live thread of the process has reached a barrier (an OpenMP barrier).
     /// Threads waiting in `Join` do not take part.
     Barrier,

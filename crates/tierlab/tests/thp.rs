@@ -349,3 +349,22 @@ fn mglru_aging_clears_a_young_huge_pmd_and_moves_its_thp_to_the_youngest_generat
         "MGLRU's walk clears young bits without a flush"
     );
 }
+
+#[test]
+fn numa_maps_walks_a_pmd_mapped_thp_as_one_entry_and_each_4k_page_as_one() {
+    // 4 MiB: two THPs, or 1,024 PTEs.
+    assert_eq!(fill_and_read("always").k.numa_maps_entries(0), 2);
+    assert_eq!(fill_and_read("never").k.numa_maps_entries(0), 2 * HUGE);
+    // A read fault maps the huge zero page, which numa_maps does not gather, beside a THP
+    // written; no such mm, 0.
+    let mut ops = vec![anon_rw(BASE, 2 * HUGE)];
+    ops.extend(loads(0..HUGE));
+    ops.extend(stores(HUGE..2 * HUGE));
+    let zero = run(
+        config("always", &[]),
+        one_process(vec![(Placement::Pinned(0), ops)], vec![]),
+    );
+    assert_eq!(zero.k.mms[0].pgtable.huge_pmds().len(), 2);
+    assert_eq!(zero.k.numa_maps_entries(0), 1);
+    assert_eq!(zero.k.numa_maps_entries(7), 0);
+}

@@ -593,10 +593,12 @@ pub fn reclaim_scan_sets(guest_lines: &[String]) -> Vec<String> {
 
 /// `workload.sampler.*` for the stand-in: the harness's sampler wakes every `interval_ms`
 /// and walks /proc for the guest's samples, a load on the shared core that the readers
-/// accrue as run time while it runs; the stand-in runs a process of its own that repeats the
-/// sampler's mean CPU time per sample (`cpu_ms` of each sample line but the first and last,
-/// which also read /proc/zoneinfo), for the `run_ms` the workload runs. Nothing without a
-/// middle sample.
+/// accrue as run time while it runs. Most of it is reading the workload's numa_maps, whose
+/// page walk grows with the pages mapped (show_numa_map → gather_pte_stats, one entry per
+/// present PTE; `Op::ReadNumaMaps`), so the stand-in's sampler repeats a fixed part and a
+/// part per page, both taken from the calibration run's samples (`cpu_ms` against the
+/// regions' pages, each sample but the first and last, which also read /proc/zoneinfo) by
+/// `sampler_line`, for the `run_ms` the workload runs. Nothing without a middle sample.
 pub fn sampler_sets(
     samples: &[super::report::RealSample],
     interval_ms: f64,
@@ -605,88 +607,60 @@ pub fn sampler_sets(
     let middle = samples
         .get(1..samples.len().saturating_sub(1))
         .unwrap_or(&[]);
-    let cpu: Vec<f64> = middle.iter().filter_map(|s| s.cpu_ms).collect();
-    if cpu.is_empty() || interval_ms <= 0.0 {
+    let points: Vec<(f64, f64)> = (middle.iter())
+        .filter_map(|s| {
+            let pages: u64 = s.regions.iter().flat_map(|(_, n)| n.iter()).sum();
+            Some((pages as f64, s.cpu_ms?))
+        })
+        .collect();
+    let Some((base_ms, page_ms)) = sampler_line(&points) else {
+        return Vec::new();
+    };
+    if interval_ms <= 0.0 {
         return Vec::new();
     }
-    let mean_us = 1e3 * cpu.iter().sum::<f64>() / cpu.len() as f64;
     let count = (run_ms / interval_ms).ceil().max(1.0) as u64 + 1;
     vec![
         format!("workload.sampler.interval_ms={interval_ms}"),
-        format!("workload.sampler.cpu_us={}", mean_us.round()),
+        format!("workload.sampler.cpu_us={}", (base_ms * 1e3).round()),
+        format!(
+            "workload.sampler.page_ns={}",
+            (page_ms * 1e6 * 10.0).round() / 10.0
+        ),
         format!("workload.sampler.samples={count}"),
     ]
 }
 
-/// The sampler's work per sample on a shared core, searched as the readers' gaps are: the
-/// guest's `cpu_ms` per sample is the sampler's run time, which includes the other vCPUs'
-/// turns while it is current (its span and its CPU time are equal), so the work that gives
-/// the stand-in's sampler the same run time is less. Each step scales the work by the guest's
-/// run time over the stand-in's, inside a bracket that bisects when a step leaves it.
-#[derive(Clone, Debug)]
-pub struct SamplerSearch {
-    /// The guest's run time per sample, µs, and the work per sample to try next.
-    work: Bracket,
-    samples: f64,
-    /// The closest run: its relative error and work.
-    best: Option<(f64, f64)>,
-}
-
-impl SamplerSearch {
-    /// From `sampler_sets`' output: the guest's mean CPU time and the count; None without.
-    pub fn new(sampler_sets: &[String]) -> Option<SamplerSearch> {
-        let get = |key: &str| {
-            (sampler_sets.iter())
-                .find_map(|s| s.strip_prefix(&format!("workload.sampler.{key}=")))
-                .and_then(|v| v.parse::<f64>().ok())
-        };
-        let (want_us, samples) = (get("cpu_us")?, get("samples")?);
-        (want_us > 0.0 && samples > 0.0).then(|| SamplerSearch {
-            work: Bracket::new(want_us),
-            samples,
-            best: None,
-        })
+/// The sampler's work against the pages it walks, (fixed ms, ms per page), from samples of
+/// (pages, run time ms): the line under every sample that lies closest to them (the most
+/// fitted run time in sum, an LP whose optimum passes through two samples), with a
+/// non-negative fixed part and slope. A sample's run time counts the other vCPUs' turns
+/// while the sampler is current (on a shared core its span and CPU time are equal), which
+/// only adds: the samples a deadline did not cut lie on the line, the rest above it. With
+/// one page count, the line is flat at the least run time. None without samples.
+pub fn sampler_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let least = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    if !least.is_finite() {
+        return None;
     }
-
-    /// The `--set` of the work to try next (it overrides `sampler_sets`' `cpu_us`).
-    pub fn set(&self) -> String {
-        format!(
-            "workload.sampler.cpu_us={}",
-            self.work.value.round().max(1.0)
-        )
-    }
-
-    pub fn done(&self) -> bool {
-        self.work.done
-    }
-
-    /// Take the stand-in's phases from a run with `set()`; returns (stand-in, guest) run time
-    /// per sample in µs, or None if the run had no sampler phase.
-    pub fn step(&mut self, sim_phases: &[(String, f64, u64)]) -> Option<(f64, f64)> {
-        if self.work.done {
-            return None;
+    let mut best = (least.max(0.0), 0.0);
+    let fitted = |(b, k): (f64, f64)| points.iter().map(|p| b + k * p.0).sum::<f64>();
+    let under = |(b, k): (f64, f64)| {
+        (points.iter()).all(|p| b + k * p.0 <= p.1 + 1e-9 * p.1.abs().max(1.0))
+    };
+    for (i, a) in points.iter().enumerate() {
+        for c in &points[i + 1..] {
+            if a.0 == c.0 {
+                continue;
+            }
+            let k = (c.1 - a.1) / (c.0 - a.0);
+            let line = (a.1 - k * a.0, k);
+            if k >= 0.0 && line.0 >= 0.0 && under(line) && fitted(line) > fitted(best) {
+                best = line;
+            }
         }
-        let run_us = (sim_phases.iter())
-            .find(|p| p.0 == workloads::scripted::SAMPLER_PHASE)?
-            .1;
-        let (got, want) = (run_us / self.samples, self.work.want);
-        let error = (got - want).abs() / want;
-        if self.best.is_none_or(|(e, _)| error < e) {
-            self.best = Some((error, self.work.value));
-        }
-        self.work.step(got);
-        Some((got, want))
     }
-
-    /// Keep the closest run's work if the search did not converge; returns its error.
-    pub fn settle(&mut self) -> Option<f64> {
-        if self.work.done {
-            return None;
-        }
-        let (error, work) = self.best?;
-        self.work.value = work;
-        Some(error)
-    }
+    Some(best)
 }
 
 /// The error a guest's probe reported (`{"<key>": {"error": ...}}`), if any.
@@ -906,43 +880,49 @@ count = 10
     }
 
     #[test]
-    fn the_samplers_work_is_searched_for_the_guests_run_time_per_sample() {
-        let sets = [
-            "workload.sampler.interval_ms=100".to_string(),
-            "workload.sampler.cpu_us=20000".to_string(),
-            "workload.sampler.samples=10".to_string(),
+    fn the_samplers_line_lies_under_every_sample_through_the_ones_no_turn_stretched() {
+        // 1 ms fixed and 100 ns a page, with two samples stretched by other vCPUs' turns.
+        let pts = [
+            (10_000.0, 2.0),
+            (20_000.0, 9.0),
+            (40_000.0, 5.0),
+            (60_000.0, 20.0),
+            (80_000.0, 9.0),
+            (80_000.0, 9.2),
         ];
-        let mut s = SamplerSearch::new(&sets).unwrap();
-        // The first try is the guest's run time itself, as work.
-        assert_eq!(s.set(), "workload.sampler.cpu_us=20000");
-        let phases = |run_us: f64| vec![("sampler".to_string(), run_us, 0)];
-        // Its stand-in ran 40 ms per sample, waiting for the other vCPUs: half the work next.
-        assert_eq!(s.step(&phases(400_000.0)), Some((40_000.0, 20_000.0)));
-        assert_eq!(s.set(), "workload.sampler.cpu_us=10000");
-        assert!(!s.done());
-        // A run without the sampler's phase says nothing.
-        assert_eq!(s.step(&[]), None);
-        // Within 2 %: done, and the work stays.
-        assert_eq!(s.step(&phases(203_000.0)), Some((20_300.0, 20_000.0)));
-        assert!(s.done() && s.settle().is_none());
-        assert_eq!(s.set(), "workload.sampler.cpu_us=10000");
-        // No sampler, no search.
-        assert!(SamplerSearch::new(&sets[..1]).is_none());
+        let (b, k) = sampler_line(&pts).unwrap();
+        assert!(
+            (b - 1.0).abs() < 1e-9 && (k - 1e-4).abs() < 1e-12,
+            "{b} {k}"
+        );
+        // One page count: flat at the least run time.
+        assert_eq!(sampler_line(&[(5.0, 3.0), (5.0, 2.5)]), Some((2.5, 0.0)));
+        // A falling line would be a negative cost per page: flat instead.
+        assert_eq!(sampler_line(&[(0.0, 4.0), (10.0, 3.0)]), Some((3.0, 0.0)));
+        assert_eq!(sampler_line(&[]), None);
     }
 
     #[test]
-    fn the_sampler_is_repeated_at_its_mean_cpu_time_between_the_first_and_last_sample() {
-        let lines: Vec<String> = [(0.0, 30.0), (100.0, 9.0), (200.0, 11.0), (300.0, 40.0)]
-            .iter()
-            .map(|(t, c)| format!(r#"{{"t_ms":{t},"regions":{{}},"cpu_ms":{c}}}"#))
-            .collect();
+    fn the_sampler_is_repeated_at_its_fixed_work_and_its_work_per_page_mapped() {
+        let lines: Vec<String> = [
+            (0.0, 1000, 30.0),
+            (100.0, 10_000, 2.0),
+            (200.0, 20_000, 7.0),
+            (300.0, 30_000, 4.0),
+            (400.0, 30_000, 40.0),
+        ]
+        .iter()
+        .map(|(t, p, c)| format!(r#"{{"t_ms":{t},"regions":{{"r":[{p},0]}},"cpu_ms":{c}}}"#))
+        .collect();
         let samples = super::super::report::parse_samples(&lines).unwrap();
-        // Samples 100 and 200 ms: 10 ms each on average; 4.05 s of run is 41 intervals.
+        // Samples 100, 200 and 300 ms: 1 ms and 100 ns a page under them (the 200 ms one
+        // waited for other vCPUs); 4.05 s of run is 41 intervals.
         assert_eq!(
             sampler_sets(&samples, 100.0, 4050.0),
             vec![
                 "workload.sampler.interval_ms=100".to_string(),
-                "workload.sampler.cpu_us=10000".to_string(),
+                "workload.sampler.cpu_us=1000".to_string(),
+                "workload.sampler.page_ns=100".to_string(),
                 "workload.sampler.samples=42".to_string()
             ]
         );

@@ -510,40 +510,32 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     let calib_samples = report::parse_samples(&calib.stdout_lines)
         .map_err(|e| format!("{origin}: calibration run: {e}"))?;
     let run_ms = calib_samples.last().map_or(0.0, |s| s.t_ms);
-    let mut sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
-    let mut sampler_search = calibrate::SamplerSearch::new(&sampler);
+    let sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
     // The stand-in of the calibration run, at the cost table's speed: its fill phases say how
     // much slower the guest's page faults are than the cost table's.
-    let calibration = |gap_ns: &[(usize, f64)], kernel: &[String], sampler_work: Option<String>| {
+    let calibration = |gap_ns: &[(usize, f64)], kernel: &[String]| {
         let mut sets = calibrate::gap_sets(gap_ns);
         sets.extend(calibration_knobs());
         sets.push(CALIBRATION_THP.into());
         sets.extend(sampler.iter().cloned());
-        sets.extend(sampler_work);
         sets.extend(kernel.iter().cloned());
         simulate(args, &cfg, &calib.nodes, &sets).map(|r| run_times(&r))
     };
-    let sim_phases = calibration(&search.gaps(), &[], None)?;
+    let sim_phases = calibration(&search.gaps(), &[])?;
     let mut ratio = calibrate::kernel_speed_ratio(&cfg, &calib.stdout_lines, &sim_phases);
     let mut kernel = kernel_sets(&cfg, &calib.stdout_lines, ratio);
     if args.accel == Accel::Tcg {
         // On a shared core the gap is the work that gives the guest's run time per access
-        // alongside the other busy vCPUs, and so is the sampler's work per sample. The
-        // stand-in searched is the one compared, kernel costs included: a reader's pacing
-        // syscalls and timer interrupts are part of its run time per access. And the fill
-        // waits out the sampler's turns as the readers do, so the kernel's speed, first
-        // taken beside the sampler's first guess, is taken again in each run until the
-        // stand-in's fill runs as long as the guest's.
-        let mut sim_phases = calibration(&search.gaps(), &kernel, None)?;
+        // alongside the other busy vCPUs. The stand-in searched is the one compared, kernel
+        // costs included: a reader's pacing syscalls and timer interrupts are part of its
+        // run time per access. And the fill waits out the sampler's turns as the readers
+        // do, so the kernel's speed is taken again in each run until the stand-in's fill
+        // runs as long as the guest's.
+        let mut sim_phases = calibration(&search.gaps(), &kernel)?;
         for _ in 0..GAP_SEARCH_RUNS {
             for (name, got, want) in search.step(&sim_phases) {
                 eprintln!(
                     "tierlab: calibration: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
-                );
-            }
-            if let Some((got, want)) = sampler_search.as_mut().and_then(|s| s.step(&sim_phases)) {
-                eprintln!(
-                    "tierlab: calibration: the sampler runs {got:.0} µs per sample on the stand-in, {want:.0} on the guest"
                 );
             }
             let mut speed_done = true;
@@ -561,28 +553,13 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
                     speed_done = false;
                 }
             }
-            if search.done() && sampler_search.as_ref().is_none_or(|s| s.done()) && speed_done {
+            if search.done() && speed_done {
                 break;
             }
-            sim_phases = calibration(
-                &search.gaps(),
-                &kernel,
-                sampler_search.as_ref().map(|s| s.set()),
-            )?;
+            sim_phases = calibration(&search.gaps(), &kernel)?;
         }
         if let Some(error) = search.settle() {
             warn_unconverged("calibration", error);
-        }
-        if let Some(s) = sampler_search.as_mut() {
-            if let Some(error) = s.settle() {
-                eprintln!(
-                    "tierlab: warning: calibration: the stand-in's sampler did not come within 2 % \
-                     of the guest's run time per sample in {GAP_SEARCH_RUNS} runs; the closest \
-                     run, kept, was {:.0} % off",
-                    error * 100.0
-                );
-            }
-            sampler.push(s.set());
         }
     }
     for l in calib.stdout_lines.iter().filter(|l| l.contains("_probe\"")) {

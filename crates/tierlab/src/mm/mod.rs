@@ -31,5 +31,6 @@ pub mod shmem;
 pub mod sparse;
 pub mod swap;
 pub mod swapfile;
+pub mod task_mmu;
 pub mod vmscan;
 pub mod vmstat;

@@ -38,13 +38,16 @@ pub(super) struct Cfg {
 }
 
 /// `[workload.sampler]`: a process of its own that wakes every `interval_ms` and runs for
-/// `cpu_us`, `samples` times (`tierlab validate` sets it from its sampler's measured CPU time
-/// per sample, the load the harness puts on the guest).
+/// `cpu_us`, then reads the workload's /proc/PID/numa_maps at `page_ns` per page it maps (a
+/// THP mapped by a PMD counting as one), `samples` times (`tierlab validate` sets them from
+/// its sampler's measured CPU time per sample, the load the harness puts on the guest).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SamplerCfg {
     pub interval_ms: f64,
     pub cpu_us: f64,
+    #[serde(default)]
+    pub page_ns: f64,
     pub samples: u64,
 }
 
@@ -68,6 +71,12 @@ impl SamplerCfg {
             return bad(
                 "cpu_us",
                 format!("{} is not in [0, interval_ms × 1000)", self.cpu_us),
+            );
+        }
+        if !(self.page_ns >= 0.0 && self.page_ns <= 1e6) {
+            return bad(
+                "page_ns",
+                format!("{} is not in [0, 1000000]", self.page_ns),
             );
         }
         // Two ops a sample, held in memory: a million is a day of 100 ms samples.

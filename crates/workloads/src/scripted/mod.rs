@@ -249,8 +249,8 @@ pub fn build(
 pub const SAMPLER_PHASE: &str = "sampler";
 
 /// `[workload.sampler]`: a process of its own that opens a pacing schedule and, at each of
-/// its slots, runs `cpu_us` (as `validate`'s sampler wakes every interval and walks /proc),
-/// all of it in phase `phase`.
+/// its slots, runs `cpu_us` and reads the workload's numa_maps at `page_ns` per entry (as
+/// `validate`'s sampler wakes every interval and walks /proc), all of it in phase `phase`.
 fn sampler_thread(
     s: &config::SamplerCfg,
     placement: Placement,
@@ -266,6 +266,12 @@ fn sampler_thread(
         let n = left.min(u32::MAX as u64);
         run.push(Op::Compute(n as u32));
         left -= n;
+    }
+    if s.page_ns > 0.0 {
+        run.push(Op::ReadNumaMaps {
+            process: 0,
+            cycles_per_entry: (s.page_ns * cpu_ghz).round() as u32,
+        });
     }
     let mut ops = vec![Op::Mark(Mark::Phase(phase))];
     for _ in 0..s.samples {

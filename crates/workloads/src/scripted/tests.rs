@@ -710,6 +710,31 @@ fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
     assert!(e.to_string().contains("workload.sampler"), "{e}");
 }
 
+#[test]
+fn a_sampler_with_page_ns_reads_the_workloads_numa_maps_after_its_fixed_work() {
+    let src = "threads = 1\n[[workload.regions]]\nname = \"r\"\nsize_kib = 64\n\
+               [[workload.phases]]\nname = \"t\"\nkind = \"touch\"\nregion = \"r\"\n\
+               [workload.sampler]\ninterval_ms = 100\ncpu_us = 2000\npage_ns = 120\nsamples = 2\n";
+    let mut w = wl(src);
+    let sampler = w.threads.last_mut().unwrap();
+    // 120 ns per entry at 2.2 GHz: 264 cycles, of process 0 (the workload's).
+    let read = Op::ReadNumaMaps {
+        process: 0,
+        cycles_per_entry: 264,
+    };
+    let slot = [Op::Pace(100_000_000), Op::Compute(4_400_000), read];
+    let want: Vec<Op> = std::iter::once(Op::Mark(Mark::Phase(1)))
+        .chain(slot.iter().cycle().take(6).copied())
+        .chain([Op::Exit])
+        .collect();
+    assert_eq!(drain(sampler.stream.as_mut()), want);
+    let e = match try_build(&src.replace("page_ns = 120", "page_ns = -1"), 7) {
+        Err(e) => e,
+        Ok(_) => panic!("a negative page_ns was accepted"),
+    };
+    assert!(e.to_string().contains("workload.sampler.page_ns"), "{e}");
+}
+
 /// The phases of a child: `Mark::Phase` ids in order.
 fn phase_marks(ops: &[Op]) -> Vec<u32> {
     (ops.iter())
