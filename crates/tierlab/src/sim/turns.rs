@@ -381,6 +381,16 @@ impl Sim {
             // Out of a halt the handler runs in the idle task, and the thread it wakes is
             // not running yet: a wait after it is no run time (accrue_wait).
             self.hw.cpus[c].idle_until(t + ran);
+        } else if self.hw.cpus[c].halted() && self.hw.cpus[c].clock > t {
+            // The CPU halts past `t`, its thread asleep until its timer: the tick came in the
+            // rest of a cut op before that halt (kswapd's step, woken out of it), which the
+            // handler delays, or in the halt, where it runs in the idle task. The thread
+            // runs none of it.
+            let cpu = &mut self.hw.cpus[c];
+            if cpu.idle_from > t {
+                cpu.delay_work(ran);
+                cpu.sys_cycles += ran;
+            }
         } else {
             self.hw.charge_sys(c, ran);
             if tid != NIL {
@@ -670,6 +680,25 @@ type = "test"
             (cpu.idle_from, cpu.idle_to, cpu.clock),
             (2_300, 50_000, 50_000)
         );
+        // A tick in that rest (its LAPIC re-armed when kswapd's wake-up ended the halt)
+        // delays the rest by its handler, 3,500 cycles; the CPU still halts until 50,000,
+        // and the thread asleep there gains no run time.
+        sim.lapic_irq = vec![false, true];
+        sim.lapic_tick = vec![None; 2];
+        sim.handler_left = vec![None; 2];
+        sim.pending_wake = vec![0; 2];
+        sim.k.sched.rq[c].current = 0;
+        sim.hw.cpus[c].clock = 1_300;
+        sim.hw.cpus[c].idle_until(50_000);
+        let tick = sim.hw.ns_to_cycles(4e6);
+        let handler = sim.take_timer_interrupt(c, 1_000, 6_000, tick);
+        assert!(matches!(handler, Handler::Rearmed { .. }), "{handler:?}");
+        let cpu = &sim.hw.cpus[c];
+        assert_eq!(
+            (cpu.idle_from, cpu.idle_to, cpu.clock),
+            (4_800, 50_000, 50_000)
+        );
+        assert_eq!(sim.k.sched.threads[0].runtime, 0);
         // A rest that reaches past the timer leaves the CPU busy to the rest's end.
         sim.hw.cpus[c].clock = 1_300;
         sim.hw.cpus[c].idle_until(1_500);
