@@ -1092,7 +1092,8 @@ impl Kernel {
         self.should_abort_scan(n, sc, who)
     }
 
-    /// set_initial_priority: start where one pass over the inactive folios meets the target.
+    /// set_initial_priority: start where one pass over the inactive folios meets the target,
+    /// at DEF_PRIORITY / 2 or above ("mm/mglru: fix overshooting shrinker memory", 6.11).
     fn set_initial_priority(&self, n: usize, sc: &mut ScanCtl) {
         if sc.priority != DEF_PRIORITY as i32 || sc.nr_to_reclaim < MIN_LRU_BATCH {
             return;
@@ -1103,7 +1104,7 @@ impl Kernel {
             reclaimable += node.lru_size(LRU_INACTIVE_ANON);
         }
         let priority = fls_long(reclaimable) - 1 - fls_long(sc.nr_to_reclaim - 1);
-        sc.priority = priority.clamp(0, DEF_PRIORITY as i32);
+        sc.priority = priority.clamp(DEF_PRIORITY as i32 / 2, DEF_PRIORITY as i32);
     }
 
     /// lru_gen_shrink_node → shrink_one → try_to_shrink_lruvec, all at once (direct reclaim).
@@ -1400,6 +1401,42 @@ mod tests {
         let sp = g.read_ctrl_pos(LRU_GEN_ANON, 0, 60);
         let pv = g.read_ctrl_pos(LRU_GEN_FILE, 0, 140);
         assert!(positive_ctrl_err(&sp, &pv));
+    }
+
+    #[test]
+    fn the_initial_priority_stays_at_def_priority_half_or_above() {
+        let text = "[machine]\ncpus = 1\n[[machine.nodes]]\nname = \"dram\"\ncapacity_mib = 16\n\
+                    read_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0\"\n\
+                    [vm]\nlru_gen_enabled = true\n[workload]\ntype = \"test\"\n";
+        let cfg = crate::Config::from_str_with(text, "mglru.toml", None, &[]).unwrap();
+        let w = crate::workload::Workload {
+            name: "test".into(),
+            work_unit: "ops".into(),
+            processes: 1,
+            files: vec![],
+            threads: vec![],
+            info: vec![],
+            phases: vec![],
+            regions: vec![],
+            expected: None,
+        };
+        let mut sim = crate::Sim::new(cfg, w).unwrap();
+        let start = |sim: &crate::Sim| {
+            let mut sc = ScanCtl {
+                priority: DEF_PRIORITY as i32,
+                nr_to_reclaim: 4096,
+                ..Default::default()
+            };
+            sim.k.set_initial_priority(0, &mut sc);
+            sc.priority
+        };
+        // Every folio in the two youngest generations (a fill): no inactive folio, and the
+        // estimate, fls(0) - 1 - fls(4095) = -13, starts at DEF_PRIORITY / 2, not at 0.
+        sim.k.nodes[0].lrugen.nr_pages[2][LRU_GEN_FILE] = 1 << 20;
+        assert_eq!(start(&sim), DEF_PRIORITY as i32 / 2);
+        // 2^20 inactive file pages: fls - 1 = 20, less fls(4095) = 12: priority 8.
+        sim.k.nodes[0].lrugen.nr_pages[0][LRU_GEN_FILE] = 1 << 20;
+        assert_eq!(start(&sim), 8);
     }
 
     #[test]
