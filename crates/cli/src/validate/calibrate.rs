@@ -633,31 +633,43 @@ pub fn sampler_sets(
 
 /// The sampler's work against the pages it walks, (fixed ms, ms per page), from samples of
 /// (pages, run time ms): the line under every sample that lies closest to them (the most
-/// fitted run time in sum, an LP whose optimum passes through two samples), with a
-/// non-negative fixed part and slope. A sample's run time counts the other vCPUs' turns
-/// while the sampler is current (on a shared core its span and CPU time are equal), which
-/// only adds: the samples a deadline did not cut lie on the line, the rest above it. With
-/// one page count, the line is flat at the least run time. None without samples.
+/// fitted run time in sum), with a non-negative fixed part and slope. A sample's run time
+/// counts the other vCPUs' turns while the sampler is current (on a shared core its span and
+/// CPU time are equal), which only adds: the samples a deadline did not cut lie on the line,
+/// the rest above it. The best such line through two samples is an edge of their lower
+/// convex hull, so only those are tried (n log n for a long run's samples). With one page
+/// count, the line is flat at the least run time. None without samples.
 pub fn sampler_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let least = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     if !least.is_finite() {
         return None;
     }
+    let n = points.len() as f64;
+    let sum_x: f64 = points.iter().map(|p| p.0).sum();
+    let fitted = |(b, k): (f64, f64)| n * b + k * sum_x;
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    // Andrew's monotone chain, lower half: each kept turn is counter-clockwise.
+    let mut hull: Vec<(f64, f64)> = Vec::new();
+    for p in sorted {
+        if hull.last().is_some_and(|q| q.0 == p.0) {
+            continue; // the lower of two samples at one page count came first
+        }
+        while hull.len() >= 2 {
+            let (a, b) = (hull[hull.len() - 2], hull[hull.len() - 1]);
+            if (b.0 - a.0) * (p.1 - a.1) - (b.1 - a.1) * (p.0 - a.0) > 0.0 {
+                break;
+            }
+            hull.pop();
+        }
+        hull.push(p);
+    }
     let mut best = (least.max(0.0), 0.0);
-    let fitted = |(b, k): (f64, f64)| points.iter().map(|p| b + k * p.0).sum::<f64>();
-    let under = |(b, k): (f64, f64)| {
-        (points.iter()).all(|p| b + k * p.0 <= p.1 + 1e-9 * p.1.abs().max(1.0))
-    };
-    for (i, a) in points.iter().enumerate() {
-        for c in &points[i + 1..] {
-            if a.0 == c.0 {
-                continue;
-            }
-            let k = (c.1 - a.1) / (c.0 - a.0);
-            let line = (a.1 - k * a.0, k);
-            if k >= 0.0 && line.0 >= 0.0 && under(line) && fitted(line) > fitted(best) {
-                best = line;
-            }
+    for w in hull.windows(2) {
+        let k = (w[1].1 - w[0].1) / (w[1].0 - w[0].0);
+        let line = (w[0].1 - k * w[0].0, k);
+        if k >= 0.0 && line.0 >= 0.0 && fitted(line) > fitted(best) {
+            best = line;
         }
     }
     Some(best)
@@ -900,6 +912,58 @@ count = 10
         // A falling line would be a negative cost per page: flat instead.
         assert_eq!(sampler_line(&[(0.0, 4.0), (10.0, 3.0)]), Some((3.0, 0.0)));
         assert_eq!(sampler_line(&[]), None);
+    }
+
+    #[test]
+    fn the_samplers_line_is_the_best_of_every_line_through_two_samples_under_all() {
+        // The hull's edges against every pair, on point sets from a small LCG: fills (pages
+        // rising), quiet runs (pages repeated), stretched samples far above.
+        let brute = |pts: &[(f64, f64)]| {
+            let least = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+            let fitted = |(b, k): (f64, f64)| pts.iter().map(|p| b + k * p.0).sum::<f64>();
+            let under = |(b, k): (f64, f64)| pts.iter().all(|p| b + k * p.0 <= p.1 + 1e-9);
+            let mut best = (least.max(0.0), 0.0);
+            for (i, a) in pts.iter().enumerate() {
+                for c in &pts[i + 1..] {
+                    if a.0 == c.0 {
+                        continue;
+                    }
+                    let k = (c.1 - a.1) / (c.0 - a.0);
+                    let line = (a.1 - k * a.0, k);
+                    if k >= 0.0
+                        && line.0 >= 0.0
+                        && under(line)
+                        && fitted(line) > fitted(best) + 1e-9
+                    {
+                        best = line;
+                    }
+                }
+            }
+            best
+        };
+        let mut state = 42u64;
+        let mut next = |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        for _ in 0..200 {
+            let n = 2 + next(40) as usize;
+            let pts: Vec<(f64, f64)> = (0..n)
+                .map(|_| {
+                    let pages = (next(8) * 10_000) as f64;
+                    let stretch = if next(4) == 0 { next(50) as f64 } else { 0.0 };
+                    (pages, 1.0 + pages * 1.2e-4 + next(3) as f64 * 0.1 + stretch)
+                })
+                .collect();
+            let (b, k) = sampler_line(&pts).unwrap();
+            let (rb, rk) = brute(&pts);
+            assert!(
+                (b - rb).abs() < 1e-6 && (k - rk).abs() < 1e-12,
+                "{pts:?}: {b} {k} vs {rb} {rk}"
+            );
+        }
     }
 
     #[test]
