@@ -156,6 +156,25 @@ const FULL_CHECK_ACCESSES_PER_ITEM: u64 = 8;
 /// The timer slack every task inherits (init/init_task.c: .timer_slack_ns = 50000).
 const TIMER_SLACK_NS: f64 = 50_000.0;
 
+/// A Sim for the crate's unit tests: the machine and knobs of `toml` (its `[workload]` says
+/// `type = "test"`), running `threads` in one process.
+#[cfg(test)]
+pub(crate) fn sim_for_test(toml: &str, threads: Vec<crate::workload::ThreadSpec>) -> Sim {
+    let cfg = Config::from_str_with(toml, "test.toml", None, &[]).unwrap();
+    let w = crate::workload::Workload {
+        name: "test".into(),
+        work_unit: "ops".into(),
+        processes: 1,
+        files: vec![],
+        threads,
+        info: vec![],
+        phases: vec![],
+        regions: vec![],
+        expected: None,
+    };
+    Sim::new(cfg, w).unwrap()
+}
+
 impl Sim {
     /// Build the machine, boot the kernel's memory manager and place the workload's threads.
     pub fn new(cfg: Config, workload: Workload) -> Result<Sim, SimError> {

@@ -1408,19 +1408,7 @@ mod tests {
         let text = "[machine]\ncpus = 1\n[[machine.nodes]]\nname = \"dram\"\ncapacity_mib = 16\n\
                     read_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0\"\n\
                     [vm]\nlru_gen_enabled = true\n[workload]\ntype = \"test\"\n";
-        let cfg = crate::Config::from_str_with(text, "mglru.toml", None, &[]).unwrap();
-        let w = crate::workload::Workload {
-            name: "test".into(),
-            work_unit: "ops".into(),
-            processes: 1,
-            files: vec![],
-            threads: vec![],
-            info: vec![],
-            phases: vec![],
-            regions: vec![],
-            expected: None,
-        };
-        let mut sim = crate::Sim::new(cfg, w).unwrap();
+        let mut sim = crate::sim::sim_for_test(text, vec![]);
         let start = |sim: &crate::Sim| {
             let mut sc = ScanCtl {
                 priority: DEF_PRIORITY as i32,

@@ -15,7 +15,7 @@ impl Kernel {
         };
         let mapped = space.rss_anon + space.rss_file + space.rss_shmem;
         let thps = (space.pgtable.huge_pmds().iter())
-            .filter(|(_, e)| e & (pte::PRESENT | pte::PROTNONE) != 0)
+            .filter(|(_, e)| pte::maps_frame(*e))
             .filter(|(_, e)| !self.is_zero_pfn(pte::pfn(*e)))
             .count() as u64;
         mapped.saturating_sub(thps * (HPAGE_PMD_NR as u64 - 1))

@@ -582,8 +582,8 @@ fn kick(exit_request: &mut [bool], running: usize) {
 mod tests {
     use super::{Handler, Overrun};
     use crate::mm::page::NIL;
-    use crate::workload::{Op, OpList, Placement, ThreadSpec, Workload};
-    use crate::{Config, Sim};
+    use crate::workload::{Op, OpList, Placement, ThreadSpec};
+    use crate::Sim;
 
     /// Two vCPUs on one instruction clock; thread 0 on CPU 0, CPU 1 empty.
     fn two_vcpus() -> Sim {
@@ -601,24 +601,12 @@ cpus = "0-1"
 [workload]
 type = "test"
 "#;
-        let cfg = Config::from_str_with(text, "turns.toml", None, &[]).unwrap();
         let thread = ThreadSpec {
             process: 0,
             placement: Placement::Pinned(0),
             stream: Box::new(OpList::new(vec![Op::Compute(1_000)])),
         };
-        let w = Workload {
-            name: "test".into(),
-            work_unit: "ops".into(),
-            processes: 1,
-            files: vec![],
-            threads: vec![thread],
-            info: vec![],
-            phases: vec![],
-            regions: vec![],
-            expected: None,
-        };
-        Sim::new(cfg, w).unwrap()
+        crate::sim::sim_for_test(text, vec![thread])
     }
 
     #[test]
