@@ -70,11 +70,12 @@ fn assert_generations_valid(sim: &mut Sim) {
 }
 
 #[test]
-fn new_anon_folios_join_generation_max_seq_minus_one() {
+fn new_anon_folios_join_the_youngest_generation() {
     let sim = dram_pages(500);
     let g = &sim.k.nodes[0].lrugen;
-    // lru_gen_folio_seq: a folio faulted in is active → MIN_NR_GENS → max_seq - 1.
-    let gen = lru_gen_from_seq(g.max_seq - 1);
+    // lru_gen_add_folio (6.12): a folio faulted in is hot (PG_active) and joins max_seq
+    // (6.14's workingset rework puts it at max_seq - 1).
+    let gen = lru_gen_from_seq(g.max_seq);
     assert_eq!(g.nr_pages[gen][LRU_GEN_ANON], 500);
     for i in 0..500 {
         let pfn = pte::pfn(sim.k.mms[0].pgtable.get(vpn(i)));
@@ -148,6 +149,37 @@ fn a_folio_accessed_between_agings_is_not_evicted_before_an_untouched_one() {
         "no accessed page demoted while untouched ones remain ({untouched_gone} demoted)"
     );
     assert!(untouched_gone >= 600);
+}
+
+#[test]
+fn the_walk_skips_an_mm_no_cpu_switched_to_since_the_last_walk() {
+    let mut sim = dram_pages(1000);
+    let young = |sim: &Sim| {
+        (0..1000)
+            .filter(|&i| sim.k.mms[0].pgtable.get(vpn(i)) & pte::YOUNG != 0)
+            .count()
+    };
+    let age = |sim: &mut Sim| {
+        let max_seq = sim.k.nodes[0].lrugen.max_seq;
+        assert!(sim
+            .k
+            .try_to_inc_max_seq(&mut sim.hw, 0, 0, max_seq, true, false));
+    };
+    // The first walk reaches the mm for the first time: iterate_mm_list forces it.
+    assert_eq!(young(&sim), 1000, "the fill left every PTE young");
+    age(&mut sim);
+    assert_eq!(young(&sim), 0, "the first walk cleared them");
+    // should_skip_mm: the walk cleared the mm's bit, and no CPU has switched to the mm since.
+    for i in 0..1000 {
+        *sim.k.mms[0].pgtable.get_mut(vpn(i)).unwrap() |= pte::YOUNG;
+    }
+    age(&mut sim);
+    assert_eq!(young(&sim), 1000, "an unused mm is not walked");
+    // context_switch → lru_gen_use_mm: walked again.
+    sim.k.switch_mm(&mut sim.hw, 0, 0);
+    age(&mut sim);
+    assert_eq!(young(&sim), 0, "a used mm is walked");
+    assert_generations_valid(&mut sim);
 }
 
 #[test]
@@ -236,7 +268,7 @@ fn without_demotion_mglru_reclaims_only_clean_file_pages() {
 #[test]
 fn migrated_folios_keep_their_generation_class() {
     // folio_isolate_lru → lru_gen_del_folio sets PG_active for a folio of an active
-    // generation; folio_migrate_flags carries it, so the new folio joins max_seq - 1 on the
+    // generation; folio_migrate_flags carries it, so the new folio joins max_seq on the
     // target node.
     let mut sim = dram_pages(200);
     let pfns: Vec<u32> = (0..10)
@@ -255,7 +287,7 @@ fn migrated_folios_keep_their_generation_class() {
     );
     assert_eq!((moved, failed.len()), (10, 0));
     let g1 = &sim.k.nodes[1].lrugen;
-    let gen = lru_gen_from_seq(g1.max_seq - 1);
+    let gen = lru_gen_from_seq(g1.max_seq);
     assert_eq!(g1.nr_pages[gen][LRU_GEN_ANON], 10);
     for i in 0..10 {
         let f = pte::pfn(sim.k.mms[0].pgtable.get(vpn(i)));

@@ -69,8 +69,10 @@ pub fn max_swapfile_size(cfg: &Config) -> u64 {
 }
 
 impl Kernel {
-    /// switch_mm: CPU `c` starts running `mm`.
+    /// switch_mm: CPU `c` starts running `mm` (context_switch to a user task).
     pub fn switch_mm(&mut self, m: &mut Machine, c: usize, mm: usize) {
+        // context_switch → lru_gen_use_mm: the mm is worth an MGLRU walk again.
+        self.mms[mm].lru_gen_bitmap = u64::MAX;
         let mut t = TlbCtx {
             m,
             mms: &mut self.mms,

@@ -5,9 +5,9 @@
 //! while folios are on the lists is not modelled).
 //!
 //! Folios live in up to MAX_NR_GENS generations per type (anon, file), numbered by sequence
-//! numbers between `min_seq[type]` and `max_seq`. Aging (`try_to_inc_max_seq`) walks every
-//! mm's page tables, clears young PTEs and moves their folios to the youngest generation
-//! (`folio_update_gen`), then opens a new generation. Eviction (`evict_folios`) takes
+//! numbers between `min_seq[type]` and `max_seq`. Aging (`try_to_inc_max_seq`) walks the page
+//! tables of every mm used since the last walk, clears young PTEs and moves their folios to the
+//! youngest generation (`folio_update_gen`), then opens a new generation. Eviction (`evict_folios`) takes
 //! folios from the oldest generation (`scan_folios` → `sort_folio` / `isolate_folio`) and
 //! hands them to the same `shrink_folio_list` (and demotion) as the classic LRU; what it
 //! rejects goes back to the second-youngest generation. During eviction's rmap walk a young
@@ -16,10 +16,13 @@
 //! Not modelled: refaults (no swap device and no page-cache shadow entries, so `refaulted`
 //! stays 0 and the PID controller of `get_type_to_scan` always prefers file), the access
 //! counts of fd reads (`lru_gen_inc_refs` via folio_mark_accessed; tierlab maps every page),
-//! PG_reclaim/writeback (writeback is instant, as in the classic path), the mm's
-//! `lru_gen.bitmap` (every mm counts as used since the last walk), the bloom filter's false
-//! positives (an exact set), and the non-leaf PMD accessed bit, which is taken as "some PTE
-//! below is young".
+//! PG_reclaim/writeback (writeback is instant, as in the classic path), the bloom filter's
+//! false positives (an exact set), and the non-leaf PMD accessed bit, which is taken as "some
+//! PTE below is young".
+//!
+//! The kernel modelled is 6.12: folios join generations as lru_gen_add_folio placed them
+//! since "mm/mglru: fix underprotected page cache" (6.7, <20231208061407.2125867-1-yuzhao@google.com>),
+//! not as 6.14's "mm/mglru: rework workingset protection" does.
 
 use crate::kernel::Kernel;
 use crate::machine::Machine;
@@ -341,23 +344,26 @@ impl Kernel {
         }
     }
 
-    /// lru_gen_folio_seq: where a folio joins (mm_inline.h).
+    /// The sequence number lru_gen_add_folio (mm_inline.h, 6.12) adds a folio at: a hot one
+    /// (PG_active, freshly faulted or activated) to the youngest generation, anon not in the
+    /// swap cache to the second youngest, one from reclaim to the oldest, the rest to the
+    /// second oldest when that is not an active generation.
     fn lru_gen_folio_seq(&self, n: usize, pfn: u32, reclaiming: bool) -> u64 {
         let p = self.frames.get(pfn);
         let g = &self.nodes[n].lrugen;
         let type_ = self.folio_type(pfn);
-        let workingset = p.has(pg::WORKINGSET) as u64;
-        let gen = if p.has(pg::ACTIVE) {
-            MIN_NR_GENS - workingset
-        } else if reclaiming {
-            MAX_NR_GENS
+        let min_seq = g.min_seq[type_];
+        if p.has(pg::ACTIVE) {
+            g.max_seq
         } else if type_ == LRU_GEN_ANON {
-            // !folio_is_file_lru && !folio_test_swapcache (no swap cache here)
-            MIN_NR_GENS
+            // !folio_test_swapcache (no swap cache here); PG_reclaim with dirty or writeback
+            // never holds here, writeback being instant.
+            g.max_seq - 1
+        } else if reclaiming || min_seq + MIN_NR_GENS >= g.max_seq {
+            min_seq
         } else {
-            MAX_NR_GENS - workingset
-        };
-        (g.max_seq + 1 - gen).max(g.min_seq[type_])
+            min_seq + 1
+        }
     }
 
     /// lru_gen_add_folio: onto the generation lru_gen_folio_seq picks; PG_active is cleared.
@@ -425,8 +431,8 @@ impl Kernel {
         new_gen
     }
 
-    /// lru_activate with MGLRU (folio_activate): del, PG_active, add → generation max_seq - 1
-    /// (max_seq with PG_workingset). Returns whether it moved.
+    /// lru_activate with MGLRU (folio_activate): del, PG_active, add → generation max_seq.
+    /// Returns whether it moved.
     pub fn lru_gen_activate(&mut self, pfn: u32) -> bool {
         let p = *self.frames.get(pfn);
         if !p.has(pg::LRU) || p.has(pg::ACTIVE) {
@@ -496,7 +502,13 @@ impl Kernel {
             if mm >= self.nodes[n].lrugen.mms_seen {
                 force = true;
             }
-            // should_skip_mm: fewer than MIN_LRU_BATCH pages of the scannable types.
+            // should_skip_mm: an mm no CPU switched to since the last walk, unless forced;
+            // then one with fewer than MIN_LRU_BATCH pages of the scannable types.
+            let key = 1u64 << (n % 64);
+            if !force && self.mms[mm].lru_gen_bitmap & key == 0 {
+                continue;
+            }
+            self.mms[mm].lru_gen_bitmap &= !key;
             let sp = &self.mms[mm];
             let size = sp.rss_file
                 + if can_swap {
@@ -984,8 +996,8 @@ impl Kernel {
     }
 
     /// evict_folios: isolate a batch of the oldest generation, shrink_folio_list it (the
-    /// classic path, demotion included), retry clean folios once, put the rest back at
-    /// max_seq - 1. Returns `scanned` (0 stops try_to_shrink_lruvec).
+    /// classic path, demotion included), retry clean folios once, put the rest back with
+    /// PG_active (generation max_seq). Returns `scanned` (0 stops try_to_shrink_lruvec).
     fn evict_folios(
         &mut self,
         m: &mut Machine,

@@ -112,6 +112,9 @@ pub struct Mm {
     pub pgd: Option<u32>,
     /// The frames of its PTE tables, for an mm with a PGD of its own (__pte_alloc).
     pub pte_pages: Vec<u32>,
+    /// mm->lru_gen.bitmap: one bit per node (node_id % 64), all set when a CPU switches to
+    /// one of its tasks (lru_gen_use_mm), cleared by MGLRU's walk (should_skip_mm).
+    pub lru_gen_bitmap: u64,
 }
 
 /// SWAP_RA_VAL: the last fault address, the last window and the readahead hits since.
@@ -143,6 +146,8 @@ impl Mm {
             dead: false,
             pgd: None,
             pte_pages: Vec::new(),
+            // lru_gen_init_mm
+            lru_gen_bitmap: 0,
         }
     }
 

@@ -821,6 +821,13 @@ impl Kernel {
         let mut nr_demoted = 0;
         loop {
             for pfn in pending {
+                // folio_update_gen() tried to promote this page? (MGLRU, 6.12: a walk or a
+                // look-around found it young while it was isolated.)
+                let p = self.frames.get(pfn);
+                if self.lru_gen_on(n) && !pageout && p.mapcount > 0 && p.has(pg::REFERENCED) {
+                    keep.push(pfn);
+                    continue;
+                }
                 let verdict = if pageout {
                     FolioRef::Reclaim
                 } else {
