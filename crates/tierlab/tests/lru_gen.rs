@@ -160,6 +160,9 @@ fn the_walk_skips_an_mm_no_cpu_switched_to_since_the_last_walk() {
             .count()
     };
     let age = |sim: &mut Sim| {
+        // Retire the empty oldest generations first, as eviction does: reclaim ages only
+        // below MAX_NR_GENS generations (inc_max_seq's VM_WARN_ON_ONCE).
+        sim.k.try_to_inc_min_seq(0, true);
         let max_seq = sim.k.nodes[0].lrugen.max_seq;
         assert!(sim
             .k

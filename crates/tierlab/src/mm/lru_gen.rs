@@ -694,7 +694,7 @@ impl Kernel {
     }
 
     /// try_to_inc_min_seq: retire empty oldest generations; anon may not be younger than file.
-    fn try_to_inc_min_seq(&mut self, n: usize, can_swap: bool) -> bool {
+    pub fn try_to_inc_min_seq(&mut self, n: usize, can_swap: bool) -> bool {
         let g = &mut self.nodes[n].lrugen;
         let mut min_seq = g.min_seq;
         for (type_, seq) in min_seq.iter_mut().enumerate().skip(!can_swap as usize) {
