@@ -1023,7 +1023,8 @@ impl Kernel {
         let mut list = list;
         let mut skip_retry = false;
         loop {
-            sc.nr_scanned += list.len() as u64;
+            // shrink_folio_list accounts base pages: a THP counts HPAGE_PMD_NR.
+            sc.nr_scanned += list.iter().map(|&f| self.folio_nr_pages(f)).sum::<u64>();
             let (reclaimed, kept) = self.shrink_folio_list_keep(m, c, list, who, false);
             sc.nr_reclaimed += reclaimed;
             let ptes = std::mem::take(&mut self.nodes[n].lrugen.look_around_ptes);
@@ -1046,7 +1047,7 @@ impl Kernel {
                 }
                 // retry folios that may have missed folio_rotate_reclaimable()
                 clean.push(pfn);
-                sc.nr_scanned -= 1;
+                sc.nr_scanned -= self.folio_nr_pages(pfn);
             }
             // move_folios_to_lru
             for pfn in back {
@@ -1220,7 +1221,9 @@ impl Kernel {
             self.nodes[n].kswapd_failures = 0;
         }
         st.total += st.sc.nr_reclaimed;
-        let raise = st.sc.nr_scanned < st.sc.nr_to_reclaim;
+        // kswapd_shrink_node: progress is what was scanned or reclaimed, whichever is more
+        // (6.11, "mm/mglru: fix overshooting shrinker memory"); sc here is this pass's own.
+        let raise = st.sc.nr_scanned.max(st.sc.nr_reclaimed) < st.sc.nr_to_reclaim;
         let mut priority = st.sc.priority;
         if raise || st.sc.nr_reclaimed == 0 {
             priority -= 1;
@@ -1437,6 +1440,56 @@ mod tests {
         // 2^20 inactive file pages: fls - 1 = 20, less fls(4095) = 12: priority 8.
         sim.k.nodes[0].lrugen.nr_pages[0][LRU_GEN_FILE] = 1 << 20;
         assert_eq!(start(&sim), 8);
+    }
+
+    #[test]
+    fn eviction_counts_a_thp_as_its_base_pages_scanned() {
+        use crate::workload::{prot, Backing, Op, OpList, Placement, ThreadSpec};
+        let text = "[machine]\ncpus = 1\n[[machine.nodes]]\nname = \"dram\"\ncapacity_mib = 64\n\
+                    read_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0\"\n\
+                    [[machine.nodes]]\nname = \"cxl\"\ncapacity_mib = 64\n\
+                    read_latency_ns = 250\nwrite_latency_ns = 250\ncpus = \"\"\n\
+                    [vm]\nlru_gen_enabled = true\ndemotion_enabled = true\n\
+                    transparent_hugepage_enabled = \"always\"\n[workload]\ntype = \"test\"\n";
+        // Four THPs written on DRAM.
+        let base = 0x4000_0000u64;
+        let huge = 2u64 << 20;
+        let mut ops = vec![Op::Mmap {
+            addr: base,
+            len: 4 * huge,
+            prot: prot::READ | prot::WRITE,
+            backing: Backing::Anon,
+        }];
+        ops.extend((0..4).map(|i| Op::Store(base + i * huge)));
+        let thread = ThreadSpec {
+            process: 0,
+            placement: Placement::Pinned(0),
+            stream: Box::new(OpList::new(ops)),
+        };
+        let mut sim = crate::sim::sim_for_test(text, vec![thread]);
+        sim.run(&mut |_| {}).unwrap();
+        assert_eq!(sim.k.anon_thps_on(0), 4);
+        // Two forced agings: the first makes the PMDs old, the second leaves the THPs in the
+        // generation it found them in, which then retires to the oldest.
+        for _ in 0..2 {
+            sim.k.try_to_inc_min_seq(0, true);
+            let max_seq = sim.k.nodes[0].lrugen.max_seq;
+            assert!(sim
+                .k
+                .try_to_inc_max_seq(&mut sim.hw, 0, 0, max_seq, true, true));
+        }
+        sim.k.try_to_inc_min_seq(0, true);
+        let mut sc = ScanCtl {
+            priority: DEF_PRIORITY as i32,
+            nr_to_reclaim: 4096,
+            ..Default::default()
+        };
+        sim.k
+            .evict_folios(&mut sim.hw, 0, 0, &mut sc, 60, Reclaimer::Kswapd);
+        // scan_folios stops once MIN_LRU_BATCH pages are isolated: one THP, demoted whole;
+        // shrink_folio_list counts its 512 pages in sc->nr_scanned as in sc->nr_reclaimed.
+        assert_eq!(sc.nr_reclaimed, 512);
+        assert_eq!(sc.nr_scanned, 512);
     }
 
     #[test]
