@@ -5,12 +5,13 @@
 //! while folios are on the lists is not modelled).
 //!
 //! Folios live in up to MAX_NR_GENS generations per type (anon, file), numbered by sequence
-//! numbers between `min_seq[type]` and `max_seq`. Aging (`try_to_inc_max_seq`) walks the page
-//! tables of every mm used since the last walk, clears young PTEs and moves their folios to the
-//! youngest generation (`folio_update_gen`), then opens a new generation. Eviction (`evict_folios`) takes
-//! folios from the oldest generation (`scan_folios` → `sort_folio` / `isolate_folio`) and
-//! hands them to the same `shrink_folio_list` (and demotion) as the classic LRU; what it
-//! rejects goes back to the second-youngest generation. During eviction's rmap walk a young
+//! numbers between `min_seq[type]` and `max_seq`. Aging (`try_to_inc_max_seq`) walks the
+//! page tables of every mm used since the last walk, clears young PTEs and moves their folios
+//! to the youngest generation (`folio_update_gen`), then opens a new generation. Eviction
+//! (`evict_folios`) takes folios from the oldest generation (`scan_folios` → `sort_folio` /
+//! `isolate_folio`) and hands them to the same `shrink_folio_list` (and demotion) as the
+//! classic LRU; what it rejects goes back with PG_active, to the youngest generation
+//! (lru_gen_add_folio). During eviction's rmap walk a young
 //! PTE makes `lru_gen_look_around` age up to MIN_LRU_BATCH neighbouring PTEs.
 //!
 //! Not modelled: refaults (no swap device and no page-cache shadow entries, so `refaulted`
@@ -21,8 +22,9 @@
 //! PTE below is young".
 //!
 //! The kernel modelled is 6.12: folios join generations as lru_gen_add_folio placed them
-//! since "mm/mglru: fix underprotected page cache" (6.7, <20231208061407.2125867-1-yuzhao@google.com>),
-//! not as 6.14's "mm/mglru: rework workingset protection" does.
+//! since "mm/mglru: fix underprotected page cache" (6.7,
+//! <20231208061407.2125867-1-yuzhao@google.com>), not as 6.14's "mm/mglru: rework
+//! workingset protection" does.
 
 use crate::kernel::Kernel;
 use crate::machine::Machine;

@@ -819,12 +819,13 @@ impl Kernel {
             self.split_thps_in_list(m, c, list)
         };
         let mut nr_demoted = 0;
+        // folio_update_gen() tried to promote this page? (MGLRU, 6.12: a walk or a
+        // look-around found it young while it was isolated.) Not for MADV_PAGEOUT.
+        let keep_referenced = self.lru_gen_on(n) && !pageout;
         loop {
             for pfn in pending {
-                // folio_update_gen() tried to promote this page? (MGLRU, 6.12: a walk or a
-                // look-around found it young while it was isolated.)
                 let p = self.frames.get(pfn);
-                if self.lru_gen_on(n) && !pageout && p.mapcount > 0 && p.has(pg::REFERENCED) {
+                if keep_referenced && p.mapcount > 0 && p.has(pg::REFERENCED) {
                     keep.push(pfn);
                     continue;
                 }
