@@ -146,6 +146,11 @@ enum Command {
         #[arg(long, conflicts_with_all = ["kvm", "kernel", "timeout", "json", "start_jitter",
               "scan_trace", "trace", "trace_out"])]
         replay: bool,
+        /// With --replay: first search each reader's gap again against the recorded guest's
+        /// quiet window, as `validate` does after its compared run, on the stand-in as it is
+        /// now (a model change that moves the readers' run time per access moves their gaps).
+        #[arg(long, requires = "replay")]
+        refit: bool,
         /// Override any config key, as for `run` (applies to both sides).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
@@ -555,11 +560,11 @@ fn validate_cmd(
 }
 
 /// `validate --replay`: the recorded guest runs beside the simulator as it is now.
-fn replay_cmd(files: &[PathBuf], sets: &[String], seeds: u32) -> Result<(), String> {
+fn replay_cmd(files: &[PathBuf], sets: &[String], seeds: u32, refit: bool) -> Result<(), String> {
     if seeds != 1 {
         return Err("validate --replay: the seeds are the recorded ones (drop --seeds)".into());
     }
-    each_then_suite(files, |file| validate::replay::run(file, sets))
+    each_then_suite(files, |file| validate::replay::run(file, sets, refit))
 }
 
 /// Validate each of `paths` in turn and, with several, print the suite table after them.
@@ -678,13 +683,15 @@ fn main() -> ExitCode {
         Command::Validate {
             scenarios,
             replay: true,
+            refit,
             sets,
             seeds,
             ..
-        } => replay_cmd(&scenarios, &sets, seeds),
+        } => replay_cmd(&scenarios, &sets, seeds, refit),
         Command::Validate {
             scenarios,
             replay: _,
+            refit: _,
             sets,
             kvm,
             kernel,

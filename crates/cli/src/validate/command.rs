@@ -956,7 +956,7 @@ fn touch_ms(cfg: &Config, sim: &tierlab::RunResult) -> f64 {
 /// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so
 /// that the stand-in it searches is the one compared (its sampler, its kernel costs: a
 /// reader's pacing syscalls and timer interrupts are part of its run time per access).
-fn without_gaps(sets: &[String]) -> Vec<String> {
+pub(super) fn without_gaps(sets: &[String]) -> Vec<String> {
     let is_gap = |s: &&String| s.starts_with("workload.phases.") && s.contains(".gap_cycles=");
     sets.iter().filter(|s| !is_gap(s)).cloned().collect()
 }
@@ -976,6 +976,23 @@ fn quiet_window_gaps(
     real: &[report::RealSample],
     stand_in: &[String],
 ) -> Result<Vec<String>, String> {
+    search_quiet_gaps(cfg, phase_lines, real, |gap_sets| {
+        let mut sets = gap_sets.to_vec();
+        sets.extend(stand_in.iter().cloned());
+        sets.extend(calibration_knobs());
+        simulate(args, cfg, nodes, &sets)
+    })
+}
+
+/// The quiet-window search of `quiet_window_gaps` (and of `validate --replay --refit`):
+/// `run` simulates the stand-in in the calibration configuration with the gap sets it is
+/// given, and the gaps move until each worker's run time per access is the guest's.
+pub(super) fn search_quiet_gaps(
+    cfg: &Config,
+    phase_lines: &[serde_json::Value],
+    real: &[report::RealSample],
+    mut run: impl FnMut(&[String]) -> Result<tierlab::RunResult, String>,
+) -> Result<Vec<String>, String> {
     let samples: Vec<calibrate::WorkerSample> = real
         .iter()
         .map(|r| calibrate::WorkerSample {
@@ -992,10 +1009,7 @@ fn quiet_window_gaps(
     let workers = samples.first().map_or(0, |s| s.accesses.len());
     let mut search = calibrate::GapSearch::per_worker(cfg, wants);
     for _ in 0..GAP_SEARCH_RUNS {
-        let mut sets = search.sets(workers);
-        sets.extend(stand_in.iter().cloned());
-        sets.extend(calibration_knobs());
-        let quiet = simulate(args, cfg, nodes, &sets)?;
+        let quiet = run(&search.sets(workers))?;
         for (name, got, want) in search.step(&calibrate::sim_worker_run_times(cfg, &quiet)) {
             eprintln!(
                 "tierlab: quiet window: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
@@ -1048,7 +1062,7 @@ fn kernel_sets(cfg: &Config, calib_lines: &[String], ratio: Option<f64>) -> Vec<
 }
 
 /// The stand-in's knobs for the calibration configuration: NUMA balancing and demotion off.
-fn calibration_knobs() -> [String; 2] {
+pub(super) fn calibration_knobs() -> [String; 2] {
     [
         "kernel.numa_balancing=0".into(),
         "vm.demotion_enabled=false".into(),

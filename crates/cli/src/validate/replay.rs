@@ -1,18 +1,22 @@
 //! `tierlab validate --replay FILE.json`: the simulated side again, against the guest runs a
 //! `validate --json` recorded. Each seed's stand-in reruns with the `--set`s it ran with
 //! (plus the command line's), so a model change or a knob can be judged against the same real
-//! samples in seconds instead of a guest boot per seed.
+//! samples in seconds instead of a guest boot per seed. With `--refit` the readers' gaps are
+//! searched again first, as `validate` searches them after its compared run.
 
-use super::command::{counters, run_scenario, suite_name};
+use super::command::{
+    calibration_knobs, counters, run_scenario, search_quiet_gaps, suite_name, without_gaps,
+};
 use super::report::{self, RealSample};
 use super::{seeds, suite};
 use serde_json::Value;
 use std::path::Path;
 
-/// One recorded seed: its real samples and the stand-in's keys.
+/// One recorded seed: its real samples, the program's phase lines and the stand-in's keys.
 struct Recorded {
     seed: u64,
     real: Vec<RealSample>,
+    phases: Vec<Value>,
     sets: Vec<String>,
 }
 
@@ -39,19 +43,68 @@ fn recorded(path: &Path, doc: &Value) -> Result<Vec<Recorded>, String> {
                 .map_err(|e| format!("{file}: run {i}: `real`: {e}"))?;
             let sets: Vec<String> = serde_json::from_value(field("stand_in_sets")?)
                 .map_err(|e| format!("{file}: run {i}: `stand_in_sets`: {e}"))?;
+            let phases = match r.get("real_phases") {
+                Some(Value::Array(lines)) => lines.clone(),
+                _ => Vec::new(),
+            };
             let seed = r
                 .get("seed")
                 .and_then(Value::as_u64)
                 .or_else(|| r.pointer("/simulated/seed").and_then(Value::as_u64))
                 .unwrap_or(0);
-            Ok(Recorded { seed, real, sets })
+            Ok(Recorded {
+                seed,
+                real,
+                phases,
+                sets,
+            })
         })
         .collect()
 }
 
-/// Rerun the stand-in of every seed `path` recorded, with `extra` keys after its own, and
-/// print the comparison as `validate` does.
-pub fn run(path: &Path, extra: &[String]) -> Result<suite::Column, String> {
+/// The keys of the compared run that the quiet-window search does not take (`validate` runs
+/// it with the scenario's seed, at tick offset 0 and untraced).
+fn searched_without(set: &str) -> bool {
+    [
+        "scenario.seed=",
+        "machine.tick_offset_ns=",
+        "sim.trace_numa_scan=",
+    ]
+    .iter()
+    .any(|k| set.starts_with(k))
+}
+
+/// `--refit`: the recorded stand-in's gaps searched again against the seed's quiet window on
+/// the stand-in as it is now; returns its keys with the new gaps in place of the old.
+fn refit(origin: &Path, r: &Recorded) -> Result<Vec<String>, String> {
+    if r.phases.is_empty() {
+        return Err(format!(
+            "seed {}: --refit needs the program's phase lines (`real_phases`), and this file has none",
+            r.seed
+        ));
+    }
+    let kept = without_gaps(&r.sets);
+    let cfg = tierlab::Config::load(origin, &kept).map_err(|e| e.to_string())?;
+    let searched: Vec<String> = kept
+        .iter()
+        .filter(|s| !searched_without(s))
+        .cloned()
+        .collect();
+    let gaps = search_quiet_gaps(&cfg, &r.phases, &r.real, |gap_sets| {
+        let mut sets = searched.clone();
+        sets.extend(gap_sets.iter().cloned());
+        sets.extend(calibration_knobs());
+        run_scenario(origin, &sets).map(|(_, result)| result)
+    })?;
+    let mut sets = kept;
+    sets.extend(gaps);
+    Ok(sets)
+}
+
+/// Rerun the stand-in of every seed `path` recorded, with `extra` keys after its own (and,
+/// with `refit`, its readers' gaps searched again), and print the comparison as `validate`
+/// does.
+pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Column, String> {
     let file = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
@@ -68,7 +121,11 @@ pub fn run(path: &Path, extra: &[String]) -> Result<suite::Column, String> {
             i + 1,
             runs.len()
         );
-        let mut sets = r.sets.clone();
+        let mut sets = if refit_gaps {
+            refit(Path::new(&origin), r)?
+        } else {
+            r.sets.clone()
+        };
         sets.extend(extra.iter().cloned());
         let (cfg, result) = run_scenario(Path::new(&origin), &sets)?;
         cmps.push(report::compare(&r.real, &result, &counters(&cfg)));
@@ -123,5 +180,23 @@ mod tests {
             .map(|r| r.seed)
             .collect();
         assert_eq!(seeds, vec![42, 43]);
+    }
+
+    #[test]
+    fn refit_searches_without_the_seed_offset_and_trace_and_needs_the_phase_lines() {
+        // validate's own search runs the scenario's seed, untraced, at tick offset 0.
+        assert!(searched_without("scenario.seed=43"));
+        assert!(searched_without("machine.tick_offset_ns=1333000"));
+        assert!(searched_without("sim.trace_numa_scan=true"));
+        assert!(!searched_without("machine.cpu_ghz=1.0"));
+        assert!(!searched_without("workload.phases.2.gap_cycles=[600, 200]"));
+        let r = Recorded {
+            seed: 42,
+            real: Vec::new(),
+            phases: Vec::new(),
+            sets: Vec::new(),
+        };
+        let e = refit(Path::new("x.toml"), &r).unwrap_err();
+        assert!(e.contains("real_phases"), "{e}");
     }
 }
