@@ -42,8 +42,11 @@ pub struct Thread {
     pub numa_scan_period_ms: u64,
     /// The rest of the task's NUMA-balancing state (fault statistics, placement).
     pub numab: crate::mm::numa_placement::TaskNuma,
-    /// Next slot of `Op::Pace` rate control (0: not started).
+    /// Next slot of `Op::Pace` rate control (0: not started) or of `Op::PollSlot`.
     pub pace_next: u64,
+    /// When the thread's last `Op::PollSlot` returned (its sample's start); None until its
+    /// first opens the schedule.
+    pub poll_woke: Option<u64>,
     /// Phase the thread is in (Mark::Phase).
     pub phase: Option<u32>,
     /// `runtime` when the thread entered that phase.
@@ -77,6 +80,7 @@ impl Thread {
             numa_scan_period_ms: 0,
             numab: crate::mm::numa_placement::TaskNuma::new(),
             pace_next: 0,
+            poll_woke: None,
             phase: None,
             phase_runtime_begin: 0,
             parent: NIL,

@@ -19,6 +19,7 @@ use crate::sched::{Thread, ThreadState};
 use crate::stats::Perf;
 use crate::workload::{Expected, Mark, Op, OpBuf, Slot, Workload};
 
+mod poll_wait;
 mod turns;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -475,6 +476,56 @@ impl Sim {
         });
     }
 
+    /// The current thread of `c` waits for its timer at `wake` (a pacing slot, a poll timeout).
+    /// Returns whether its quantum ends here: under vcpu_turns, arming a timer may kick every
+    /// vCPU before the thread reaches schedule() (turns.rs decides, and puts it to sleep);
+    /// past the timer already, clockevents_program_event programs the minimum delta, and the
+    /// thread runs on once the interrupt is taken.
+    fn timed_wait(&mut self, c: usize, wake: u64) -> bool {
+        let cpu = &mut self.hw.cpus[c];
+        let sleeps = cpu.clock < wake;
+        if !self.hw.vcpu_turns {
+            if sleeps {
+                // Idle until the timer: not user time (finish_quantum subtracts it).
+                cpu.idle_cycles += wake - cpu.clock;
+                cpu.idle_until(wake);
+            }
+            return false;
+        }
+        self.armed = if sleeps {
+            turns::Armed::Sleep(wake)
+        } else {
+            turns::Armed::MinDelta
+        };
+        true
+    }
+
+    /// Thread `tid` on `c` reaches `Op::PollSlot(interval_ns)`: the first opens its schedule
+    /// (runtime.c samples at once); each later one moves the slot on and returns when poll's
+    /// timer fires (`sim/poll_wait.rs`), None if poll returns at once.
+    fn poll_slot(&mut self, c: usize, tid: usize, interval_ns: u32) -> Option<u64> {
+        let now = self.hw.cpus[c].clock;
+        let hw = &self.hw;
+        let t = &mut self.k.sched.threads[tid];
+        let Some(woke) = t.poll_woke else {
+            t.pace_next = now;
+            t.poll_woke = Some(now);
+            return None;
+        };
+        let interval = hw.ns_to_cycles(interval_ns as f64).max(1);
+        // The sample's span, from the timer that woke the thread for it.
+        let span = now.saturating_sub(woke);
+        let ms = hw.ns_to_cycles(1e6).max(1);
+        let slack = |timeout_ns: u64| {
+            let ns = poll_wait::poll_slack_ns(timeout_ns, TIMER_SLACK_NS as u64);
+            hw.ns_to_cycles(ns as f64)
+        };
+        let w = poll_wait::poll_wait(t.pace_next, interval, now, span, ms, slack);
+        t.pace_next = w.slot;
+        t.poll_woke = Some(w.wake.unwrap_or(now));
+        w.wake
+    }
+
     /// Run the current thread of `c` until its clock reaches `until` or it blocks or exits.
     fn run_quantum(&mut self, c: usize, until: u64) {
         let tid = self.k.sched.rq[c].current as usize;
@@ -582,27 +633,14 @@ impl Sim {
                     }
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
-                    let sleeps = cpu.clock < wake;
-                    if !self.hw.vcpu_turns {
-                        if sleeps {
-                            // Idle until the timer: not user time (finish_quantum subtracts it).
-                            cpu.idle_cycles += wake - cpu.clock;
-                            cpu.idle_until(wake);
-                        }
-                    } else {
-                        // Arming a timer may kick every vCPU before the thread reaches
-                        // schedule() (turns.rs decides, and puts it to sleep); the turn ends.
-                        // Past the timer already, clockevents_program_event programs the
-                        // minimum delta, and the thread runs on once the interrupt is taken.
-                        self.armed = if sleeps {
-                            turns::Armed::Sleep(wake)
-                        } else {
-                            turns::Armed::MinDelta
-                        };
-                        stop = true;
-                    }
+                    stop |= self.timed_wait(c, wake);
                 }
                 Slot::Other(i) => match buf.side(i) {
+                    Op::PollSlot(ns) => {
+                        if let Some(wake) = self.poll_slot(c, tid, ns) {
+                            stop |= self.timed_wait(c, wake);
+                        }
+                    }
                     Op::Sleep(ns) => {
                         self.end_quantum(
                             c,

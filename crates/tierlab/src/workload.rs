@@ -93,6 +93,10 @@ pub enum Op {
     /// Rate control: wait (idle) until this thread's next slot, `interval_ns` after the
     /// previous one; the first Pace opens the schedule.
     Pace(u32),
+    /// `tierlab validate`'s sampler between samples (runtime.c sampler_process): the first
+    /// opens its schedule; each later one waits for the next slot, `interval_ns` on, with
+    /// poll(2)'s whole-millisecond timeout and slack (`sim/poll_wait.rs`).
+    PollSlot(u32),
     /// move_pages(2) of every page in [addr, addr + len) to `node` (MPOL_MF_MOVE).
     MovePages {
         addr: u64,

@@ -248,9 +248,10 @@ pub fn build(
 /// The phase the sampler's run time is reported under.
 pub const SAMPLER_PHASE: &str = "sampler";
 
-/// `[workload.sampler]`: a process of its own that opens a pacing schedule and, at each of
-/// its slots, runs `cpu_us` and reads the workload's numa_maps at `page_ns` per entry (as
-/// `validate`'s sampler wakes every interval and walks /proc), all of it in phase `phase`.
+/// `[workload.sampler]`: a process of its own that, at each of its slots (`Op::PollSlot`: as
+/// `validate`'s sampler waits for them, with poll(2) in whole milliseconds), runs `cpu_us` and
+/// reads the workload's numa_maps at `page_ns` per entry (as it walks /proc), all of it in
+/// phase `phase`.
 fn sampler_thread(
     s: &config::SamplerCfg,
     placement: Placement,
@@ -275,7 +276,7 @@ fn sampler_thread(
     }
     let mut ops = vec![Op::Mark(Mark::Phase(phase))];
     for _ in 0..s.samples {
-        ops.push(Op::Pace(interval_ns));
+        ops.push(Op::PollSlot(interval_ns));
         ops.extend_from_slice(&run);
     }
     ops.push(Op::Exit);

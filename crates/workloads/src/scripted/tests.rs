@@ -679,7 +679,7 @@ fn a_sampler_is_a_process_of_its_own_that_runs_at_each_of_its_slots() {
     // No worker is pinned: the scheduler places it too.
     assert_eq!(sampler.placement, Placement::Spread);
     // 2 ms at 2.2 GHz after each 100 ms slot, all in a phase of its own, after the workers'.
-    let slot = [Op::Pace(100_000_000), Op::Compute(4_400_000)];
+    let slot = [Op::PollSlot(100_000_000), Op::Compute(4_400_000)];
     let want: Vec<Op> = std::iter::once(Op::Mark(Mark::Phase(1)))
         .chain(slot.iter().cycle().take(6).copied())
         .chain([Op::Exit])
@@ -722,7 +722,7 @@ fn a_sampler_with_page_ns_reads_the_workloads_numa_maps_after_its_fixed_work() {
         process: 0,
         cycles_per_entry: 264,
     };
-    let slot = [Op::Pace(100_000_000), Op::Compute(4_400_000), read];
+    let slot = [Op::PollSlot(100_000_000), Op::Compute(4_400_000), read];
     let want: Vec<Op> = std::iter::once(Op::Mark(Mark::Phase(1)))
         .chain(slot.iter().cycle().take(6).copied())
         .chain([Op::Exit])
