@@ -437,6 +437,9 @@ fn rows(dir: &Path) -> Vec<Row> {
         cli(&["bench", XS, "--repeat", "0"], &["--repeat"]),
         cli(&["bench", XS, "--repeat", "100000"], &["--repeat"]),
         cli(&["validate", HOT, "--seeds", "0"], &["--seeds"]),
+        // --refit reruns the recorded gap search: only with --replay, and on a validate file.
+        cli(&["validate", HOT, "--refit"], &["--replay"]),
+        cli(&["validate", "--replay", "--refit", HOT], &[HOT]),
         cli(
             &["validate", HOT, "--trace-buffer-kib", "1"],
             &["--trace-buffer-kib"],

@@ -136,7 +136,12 @@ pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Col
         cmps.push(report::compare(&r.real, &result, &counters(&cfg)));
     }
     println!(
-        "{origin}: the guest runs recorded in {file} (Linux {kernel}) beside tierlab now{}\n",
+        "{origin}: the guest runs recorded in {file} (Linux {kernel}) beside tierlab now{}{}\n",
+        if refit_gaps {
+            ", the readers' gaps searched again"
+        } else {
+            ""
+        },
         if extra.is_empty() {
             String::new()
         } else {
