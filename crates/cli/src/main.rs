@@ -146,9 +146,10 @@ enum Command {
         #[arg(long, conflicts_with_all = ["kvm", "kernel", "timeout", "json", "start_jitter",
               "scan_trace", "trace", "trace_out"])]
         replay: bool,
-        /// With --replay: first search each reader's gap again against the recorded guest's
-        /// quiet window, as `validate` does after its compared run, on the stand-in as it is
-        /// now (a model change that moves the readers' run time per access moves their gaps).
+        /// With --replay: first search each random phase's gap (one for all its readers) again
+        /// against the recorded guest's quiet window, as `validate` does after its compared
+        /// run, on the stand-in as it is now (a model change that moves the readers' run time
+        /// per access moves the gap).
         #[arg(long, requires = "replay")]
         refit: bool,
         /// Override any config key, as for `run` (applies to both sides).

@@ -47,6 +47,8 @@ pub struct Thread {
     /// When the thread's last `Op::PollSlot` returned (its sample's start); None until its
     /// first opens the schedule.
     pub poll_woke: Option<u64>,
+    /// Where the next schedule's first slot falls (`Op::PaceOrigin`), if set.
+    pub pace_origin: Option<u64>,
     /// Phase the thread is in (Mark::Phase).
     pub phase: Option<u32>,
     /// `runtime` when the thread entered that phase.
@@ -81,6 +83,7 @@ impl Thread {
             numab: crate::mm::numa_placement::TaskNuma::new(),
             pace_next: 0,
             poll_woke: None,
+            pace_origin: None,
             phase: None,
             phase_runtime_begin: 0,
             parent: NIL,
@@ -114,6 +117,8 @@ pub struct Scheduler {
     pub rq: Vec<RunQueue>,
     /// Threads waiting at a barrier, per process.
     pub barrier_waiting: Vec<Vec<u32>>,
+    /// When each process's last barrier released its threads (cycles).
+    pub barrier_released: Vec<u64>,
     pub live_threads: u32,
 }
 
@@ -129,6 +134,7 @@ impl Scheduler {
             threads: Vec::new(),
             rq: vec![rq; ncpus],
             barrier_waiting: vec![Vec::new(); nproc],
+            barrier_released: vec![0; nproc],
             live_threads: 0,
         }
     }
@@ -243,6 +249,7 @@ impl Kernel {
             .map(|&t| m.cpus[self.sched.threads[t as usize].cpu as usize].clock)
             .max()
             .unwrap_or(0);
+        self.sched.barrier_released[mm] = release;
         for t in waiting {
             self.make_runnable(m, t, release);
         }

@@ -629,7 +629,7 @@ impl Sim {
                     let t = &mut self.k.sched.threads[tid];
                     let cpu = &mut self.hw.cpus[c];
                     if t.pace_next == 0 {
-                        t.pace_next = cpu.clock;
+                        t.pace_next = t.pace_origin.take().unwrap_or(cpu.clock);
                     }
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
@@ -640,6 +640,12 @@ impl Sim {
                         if let Some(wake) = self.poll_slot(c, tid, ns) {
                             stop |= self.timed_wait(c, wake);
                         }
+                    }
+                    Op::PaceOrigin(ns) => {
+                        let mm = self.k.sched.threads[tid].mm as usize;
+                        let at =
+                            self.k.sched.barrier_released[mm] + self.hw.ns_to_cycles(ns as f64);
+                        self.k.sched.threads[tid].pace_origin = Some(at);
                     }
                     Op::Sleep(ns) => {
                         self.end_quantum(

@@ -97,6 +97,10 @@ pub enum Op {
     /// opens its schedule; each later one waits for the next slot, `interval_ns` on, with
     /// poll(2)'s whole-millisecond timeout and slack (`sim/poll_wait.rs`).
     PollSlot(u32),
+    /// The first `Pace` of this phase falls this many ns after the process's last barrier
+    /// released its threads, instead of where the thread happens to be (`tierlab validate`
+    /// sets it from where the guest program's threads began their pace slots).
+    PaceOrigin(u32),
     /// move_pages(2) of every page in [addr, addr + len) to `node` (MPOL_MF_MOVE).
     MovePages {
         addr: u64,

@@ -1015,3 +1015,37 @@ fn a_shared_core_runs_busy_cpus_in_turn() {
         "one 1 % busy CPU: {with_paced}"
     );
 }
+
+#[test]
+fn a_pace_origin_opens_the_schedule_that_long_after_the_barrier() {
+    // Two threads meet at a barrier; the second opens its pace schedule 3 ms after the
+    // release (Op::PaceOrigin), the first where it is. Each marks its first paced slot.
+    let first = |origin: Option<u32>| {
+        let mut t0 = vec![Op::Compute(2_000_000), Op::Barrier];
+        t0.extend([
+            Op::Pace(1_000_000),
+            Op::Mark(Mark::RoiBegin),
+            Op::Compute(1000),
+        ]);
+        let mut t1 = vec![Op::Barrier];
+        t1.extend(origin.map(Op::PaceOrigin));
+        t1.extend([
+            Op::Pace(1_000_000),
+            Op::Mark(Mark::RoiBegin),
+            Op::Compute(1000),
+        ]);
+        let threads = vec![(0, Placement::Pinned(0), t0), (0, Placement::Pinned(1), t1)];
+        let sim = run(config(&machine(2, 64), &[]), workload(threads, vec![]));
+        let release = sim.k.sched.barrier_released[0];
+        let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+        let begins: Vec<f64> = (0..2)
+            .map(|t| ms(sim.k.sched.threads[t].roi_begin.unwrap()) - ms(release))
+            .collect();
+        begins
+    };
+    let free = first(None);
+    assert!(free.iter().all(|&b| (0.0..0.01).contains(&b)), "{free:?}");
+    let delayed = first(Some(3_000_000));
+    assert!((0.0..0.01).contains(&delayed[0]), "{delayed:?}");
+    assert!((delayed[1] - 3.0).abs() < 0.01, "{delayed:?}");
+}

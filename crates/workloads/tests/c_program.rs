@@ -361,6 +361,20 @@ fn tiny_scenario_runs_natively() {
         num(settle, "end_ms") - num(settle, "begin_ms") >= 60.0,
         "{settle}"
     );
+    // A paced phase's line says where each thread's pace slots began (its first slot),
+    // inside the phase; an unpaced one has none.
+    for p in [hot, uniform] {
+        let starts = p["pace_start_ms"].as_array().expect("pace_start_ms");
+        assert_eq!(starts.len(), 2, "{p}");
+        for s in starts {
+            let s = s.as_f64().expect("both threads paced");
+            assert!(
+                num(p, "begin_ms") <= s + 0.001 && s <= num(p, "end_ms"),
+                "{p}"
+            );
+        }
+    }
+    assert!(phase("scan").get("pace_start_ms").is_none());
 
     assert!(samples.len() >= 5, "{} samples", samples.len());
     // The end counters are in the last sample only.

@@ -58,6 +58,45 @@ pub fn named_phases(cfg: &Config, kind: &str) -> Vec<(usize, String, TomlValue)>
         .collect()
 }
 
+/// Where the guest program's threads began each paced `random` phase's pace slots, ns after
+/// the phase began (its first instance's line: `pace_start_ms` against `begin_ms`), as
+/// `workload.phases.N.pace_delay_ns` sets: the stand-in's threads then open their schedules
+/// as far after the barrier that begins the phase. Where their slots fall against each other
+/// decides how the readers' batches meet on the shared instruction clock, and so each
+/// reader's run time per access (a thread that did not pace there gets 0).
+pub fn pace_delay_sets(cfg: &Config, phase_lines: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, name, p) in named_phases(cfg, "random") {
+        if p.get("rate_per_s").is_none() {
+            continue;
+        }
+        let Some(line) = phase_lines
+            .iter()
+            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let (Some(begin), Some(starts)) = (
+            line.get("begin_ms").and_then(Value::as_f64),
+            line.get("pace_start_ms").and_then(Value::as_array),
+        ) else {
+            continue;
+        };
+        let delays: Vec<String> = starts
+            .iter()
+            .map(|s| {
+                let ns = s.as_f64().map_or(0.0, |s| ((s - begin) * 1e6).max(0.0));
+                format!("{}", ns.round() as u64)
+            })
+            .collect();
+        out.push(format!(
+            "workload.phases.{i}.pace_delay_ns=[{}]",
+            delays.join(", ")
+        ));
+    }
+    out
+}
+
 /// The guest's run time per touched page over the stand-in's, over every named `touch`
 /// phase (`sim_phases`: the stand-in's run of the calibration configuration, as (name,
 /// run_time_us, accesses)); None without a touch phase measured on both sides.
@@ -237,43 +276,11 @@ pub fn quiet_window(
     (b.t_ms - a.t_ms >= QUIET_WINDOW_MIN_MS && acc > 0).then(|| run as f64 / acc as f64)
 }
 
-/// Each named `random` phase's quiet-window run time per access in the guest's compared run,
-/// per worker that made accesses in it: (phase index, worker, ns). `phase_lines` are the
-/// program's phase lines (first instance).
-pub fn guest_quiet_gaps(
-    cfg: &Config,
-    phase_lines: &[Value],
-    samples: &[WorkerSample],
-) -> Vec<(usize, usize, f64)> {
-    let workers = samples.first().map_or(0, |s| s.accesses.len());
-    let mut out = Vec::new();
-    for (i, name, _) in named_phases(cfg, "random") {
-        let Some(line) = phase_lines
-            .iter()
-            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
-        else {
-            continue;
-        };
-        let (Some(begin), Some(end)) = (
-            line.get("begin_ms").and_then(Value::as_f64),
-            line.get("end_ms").and_then(Value::as_f64),
-        ) else {
-            continue;
-        };
-        for w in 0..workers {
-            if let Some(ns) = quiet_window(samples, begin, end, Some(w)) {
-                out.push((i, w, ns));
-            }
-        }
-    }
-    out
-}
-
-/// The stand-in's run time per access of each worker in each named `random` phase, from its
-/// timeline, labelled as `GapSearch::per_worker` labels them: (label, ns, 1000), the form
-/// `GapSearch::step` takes (run time in µs over accesses). Workers are the scripted
-/// process's threads 1.. (thread 0 is main).
-pub fn sim_worker_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(String, f64, u64)> {
+/// The stand-in's quiet-window run time per access of each named `random` phase over all its
+/// workers, from its timeline: (phase name, ns, 1000), the form `GapSearch::step` takes (run
+/// time in µs over accesses). Workers are the scripted process's threads 1.. (thread 0 is
+/// main).
+pub fn sim_quiet_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(String, f64, u64)> {
     let samples: Vec<WorkerSample> = (sim.timeline.iter())
         .map(|p| WorkerSample {
             t_ms: p.t_ms,
@@ -289,7 +296,6 @@ pub fn sim_worker_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(Stri
             accesses: p.accesses.iter().skip(1).copied().collect(),
         })
         .collect();
-    let workers = samples.first().map_or(0, |s| s.accesses.len());
     let mut out = Vec::new();
     for (_, name, _) in named_phases(cfg, "random") {
         let Some(ph) = sim.phases.iter().find(|p| p.name == name) else {
@@ -297,17 +303,40 @@ pub fn sim_worker_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(Stri
         };
         let Some(begin) = ph.start_ms else { continue };
         let end = begin + ph.duration_us_per_instance / 1e3;
-        for w in 0..workers {
-            if let Some(ns) = quiet_window(&samples, begin, end, Some(w)) {
-                out.push((worker_label(&name, w), ns, 1000));
-            }
+        if let Some(ns) = quiet_window(&samples, begin, end, None) {
+            out.push((name, ns, 1000));
         }
     }
     out
 }
 
-fn worker_label(phase: &str, worker: usize) -> String {
-    format!("{phase} (w{worker})")
+/// Each named `random` phase's quiet-window run time per access in the guest's compared run,
+/// over all its workers: (phase index, ns). `phase_lines` are the program's phase lines
+/// (first instance).
+pub fn guest_quiet_gaps(
+    cfg: &Config,
+    phase_lines: &[Value],
+    samples: &[WorkerSample],
+) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    for (i, name, _) in named_phases(cfg, "random") {
+        let Some(line) = phase_lines
+            .iter()
+            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let (Some(begin), Some(end)) = (
+            line.get("begin_ms").and_then(Value::as_f64),
+            line.get("end_ms").and_then(Value::as_f64),
+        ) else {
+            continue;
+        };
+        if let Some(ns) = quiet_window(samples, begin, end, None) {
+            out.push((i, ns));
+        }
+    }
+    out
 }
 
 /// `--set workload.phases.N.gap_cycles=G` for each gap (ns, which the 1 GHz stand-in charges
@@ -334,8 +363,6 @@ pub struct GapSearch {
 /// One random phase's search: its gap, for the guest's run time per access (ns).
 struct GapPhase {
     index: usize,
-    /// The worker whose gap this is; None: every thread's.
-    thread: Option<usize>,
     name: String,
     gap: Bracket,
 }
@@ -394,24 +421,13 @@ impl Bracket {
 impl GapSearch {
     /// A search for each (phase index, guest ns per access) of `wants`.
     pub fn new(cfg: &Config, wants: Vec<(usize, f64)>) -> GapSearch {
-        Self::build(cfg, wants.into_iter().map(|(i, ns)| (i, None, ns)))
-    }
-
-    /// A search for each (phase index, worker, guest ns per access) of `wants`: one gap per
-    /// worker, set as the phase's per-thread `gap_cycles` array.
-    pub fn per_worker(cfg: &Config, wants: Vec<(usize, usize, f64)>) -> GapSearch {
-        Self::build(cfg, wants.into_iter().map(|(i, w, ns)| (i, Some(w), ns)))
-    }
-
-    fn build(cfg: &Config, wants: impl Iterator<Item = (usize, Option<usize>, f64)>) -> GapSearch {
         let names = named_phases(cfg, "random");
-        let phases = wants
-            .filter_map(|(index, thread, want)| {
-                let phase = &names.iter().find(|p| p.0 == index)?.1;
+        let phases = (wants.into_iter())
+            .filter_map(|(index, want)| {
+                let name = names.iter().find(|p| p.0 == index)?.1.clone();
                 Some(GapPhase {
                     index,
-                    thread,
-                    name: thread.map_or(phase.clone(), |w| worker_label(phase, w)),
+                    name,
                     gap: Bracket::new(want),
                 })
             })
@@ -419,40 +435,16 @@ impl GapSearch {
         GapSearch { phases, best: None }
     }
 
-    /// The phase-wide gaps to try next: (phase index, ns).
+    /// The gaps to try next: (phase index, ns).
     pub fn gaps(&self) -> Vec<(usize, f64)> {
         (self.phases.iter())
-            .filter(|p| p.thread.is_none())
             .map(|p| (p.index, p.gap.value))
             .collect()
     }
 
-    /// The `--set`s of the gaps to try next: phase-wide ones as one count, per-worker ones as
-    /// the phase's array over the workload's `threads` (0 for a thread with none).
-    pub fn sets(&self, threads: usize) -> Vec<String> {
-        let mut sets = gap_sets(&self.gaps());
-        let mut per_phase: Vec<(usize, Vec<u64>)> = Vec::new();
-        for p in &self.phases {
-            let Some(w) = p.thread.filter(|&w| w < threads) else {
-                continue;
-            };
-            let i = match per_phase.iter().position(|(i, _)| *i == p.index) {
-                Some(i) => i,
-                None => {
-                    per_phase.push((p.index, vec![0; threads]));
-                    per_phase.len() - 1
-                }
-            };
-            per_phase[i].1[w] = p.gap.value.round() as u64;
-        }
-        for (i, g) in per_phase {
-            let list: Vec<String> = g.iter().map(u64::to_string).collect();
-            sets.push(format!(
-                "workload.phases.{i}.gap_cycles=[{}]",
-                list.join(", ")
-            ));
-        }
-        sets
+    /// The `--set`s of the gaps to try next.
+    pub fn sets(&self) -> Vec<String> {
+        gap_sets(&self.gaps())
     }
 
     /// Whether every phase's stand-in matches its guest.
@@ -829,6 +821,44 @@ count = 10
         assert_eq!(thp_clear(&cfg(), &lines, 0, 512, four_k), None);
         assert_eq!(thp_clear(&cfg(), &lines, 5, 512, four_k), None);
         assert_eq!(thp_clear(&cfg(), &lines[..0], 3, 512, four_k), None);
+    }
+
+    #[test]
+    fn the_guests_first_pace_slots_become_each_threads_pace_delay() {
+        let mut c = cfg();
+        let phases = c
+            .workload
+            .get_mut("phases")
+            .and_then(|p| p.as_array_mut())
+            .unwrap();
+        phases[3]
+            .as_table_mut()
+            .unwrap()
+            .insert("rate_per_s".into(), TomlValue::Float(2e5));
+        let line = |starts: &str| {
+            serde_json::from_str::<Value>(&format!(
+                r#"{{"phase":"reads","begin_ms":647.833,"end_ms":700.0{starts}}}"#
+            ))
+            .unwrap()
+        };
+        // 28.5 µs and 35.5 µs after the phase began (the first instance's line counts).
+        let lines = [
+            line(r#","pace_start_ms":[647.861521,647.868459]"#),
+            line(r#","pace_start_ms":[700.1,700.2]"#),
+        ];
+        assert_eq!(
+            pace_delay_sets(&c, &lines),
+            vec!["workload.phases.3.pace_delay_ns=[28521, 35459]".to_string()]
+        );
+        // A thread that did not pace: 0. No pace_start_ms (an older guest program): nothing.
+        let lines = [line(r#","pace_start_ms":[647.861521,null]"#)];
+        assert_eq!(
+            pace_delay_sets(&c, &lines),
+            vec!["workload.phases.3.pace_delay_ns=[28521, 0]".to_string()]
+        );
+        assert!(pace_delay_sets(&c, &[line("")]).is_empty());
+        // An unpaced phase gets none.
+        assert!(pace_delay_sets(&cfg(), &[line(r#","pace_start_ms":[647.9,647.9]"#)]).is_empty());
     }
 
     #[test]

@@ -880,8 +880,12 @@ fn run_seed(
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("phase").is_some())
         .collect();
+    // The readers' pace slots where the guest's fell, in the gap search and the compared run.
+    let pace = calibrate::pace_delay_sets(cfg, &phase_lines);
+    extra.extend(pace.iter().cloned());
     let mut quiet_stand_in = without_gaps(gaps);
     quiet_stand_in.extend(machine_sets);
+    quiet_stand_in.extend(pace);
     let quiet = quiet_window_gaps(args, cfg, &out.nodes, &phase_lines, &real, &quiet_stand_in)
         .map_err(label)?;
     if !quiet.is_empty() {
@@ -963,8 +967,8 @@ pub(super) fn without_gaps(sets: &[String]) -> Vec<String> {
 
 /// The readers' run time per access varies between guest runs (how their pacing batches meet
 /// on the shared instruction clock), so each random phase's gap is searched again against
-/// the compared run's own quiet window: the phase before its first hint fault, worker by
-/// worker (the guest's workers do not spend alike per access). The stand-in side is the
+/// the compared run's own quiet window: the phase before its first hint fault, over all its
+/// workers (each one's share of the waiting comes from the turns). The stand-in side is the
 /// compared stand-in (`stand_in`: its sampler and kernel costs) in the calibration
 /// configuration (no NUMA balancing), whose read phases are all quiet. Returns the
 /// `gap_cycles` sets, empty when no phase has a quiet window.
@@ -1002,15 +1006,17 @@ pub(super) fn search_quiet_gaps(
             accesses: r.accesses.clone(),
         })
         .collect();
+    // One gap per phase for all its workers: they run the same code, and how much each one
+    // waits for the others' turns is the stand-in's to produce (its slots start where the
+    // guest's did, `pace_delay_ns`), not a compute cost of its own.
     let wants = calibrate::guest_quiet_gaps(cfg, phase_lines, &samples);
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let workers = samples.first().map_or(0, |s| s.accesses.len());
-    let mut search = calibrate::GapSearch::per_worker(cfg, wants);
+    let mut search = calibrate::GapSearch::new(cfg, wants);
     for _ in 0..GAP_SEARCH_RUNS {
-        let quiet = run(&search.sets(workers))?;
-        for (name, got, want) in search.step(&calibrate::sim_worker_run_times(cfg, &quiet)) {
+        let quiet = run(&search.sets())?;
+        for (name, got, want) in search.step(&calibrate::sim_quiet_run_times(cfg, &quiet)) {
             eprintln!(
                 "tierlab: quiet window: '{name}' runs {got:.0} ns per access on the stand-in, {want:.0} on the guest"
             );
@@ -1022,7 +1028,7 @@ pub(super) fn search_quiet_gaps(
     if let Some(error) = search.settle() {
         warn_unconverged("quiet window", error);
     }
-    Ok(search.sets(workers))
+    Ok(search.sets())
 }
 
 /// The gap search ran out of runs: the stand-in's readers either keep up or all fall behind,
@@ -1253,21 +1259,6 @@ mod tests {
         search.step(&sim(120_000.0));
         let up = search.gaps()[0].1;
         assert!(up > 300.0 && up <= 600.0, "{up}");
-        // Per worker: one array over the workload's threads, each worker stepped alone.
-        let mut search =
-            calibrate::GapSearch::per_worker(&scenario(&[]), vec![(2, 0, 400.0), (2, 1, 200.0)]);
-        assert_eq!(
-            search.sets(2),
-            vec!["workload.phases.2.gap_cycles=[400, 200]"]
-        );
-        search.step(&[
-            ("hot reads (w0)".to_string(), 400.0, 1000),
-            ("hot reads (w1)".to_string(), 400.0, 1000),
-        ]);
-        assert_eq!(
-            search.sets(2),
-            vec!["workload.phases.2.gap_cycles=[400, 100]"]
-        );
         let off = calibration_sysctls(&guest_sysctls(&scenario(&[])).unwrap());
         let get = |p: &str| off.iter().find(|(k, _)| k == p).map(|(_, v)| v.as_str());
         assert_eq!(get("/proc/sys/kernel/numa_balancing"), Some("0"));

@@ -97,6 +97,9 @@ pub(super) struct RandomCfg {
     pub duration_ms: Option<f64>,
     pub rate_per_s: Option<f64>,
     pub gap_cycles: Option<GapCycles>,
+    /// Simulator only: where each thread's first pace slot falls, ns after the barrier that
+    /// began the phase (`tierlab validate` sets it from the guest program's threads).
+    pub pace_delay_ns: Option<GapCycles>,
 }
 
 /// `kind = "stride"`: one access every `stride_bytes` through the range.
@@ -211,6 +214,7 @@ pub(super) struct AccessKeys {
     pub write_fraction: Option<f64>,
     pub rate_per_s: Option<f64>,
     pub gap_cycles: Option<GapCycles>,
+    pub pace_delay_ns: Option<GapCycles>,
 }
 
 /// The keys several kinds share, whichever kind a phase is.
@@ -311,7 +315,7 @@ impl PhaseCfg {
         let (range, access) = match self {
             PhaseCfg::Touch(c) => (
                 range(&c.region, c.offset_pages, c.pages),
-                access(c.write, None, c.rate_per_s, c.gap_cycles.clone()),
+                access(c.write, None, c.rate_per_s, c.gap_cycles.clone(), None),
             ),
             PhaseCfg::Random(c) => (
                 range(&c.region, c.offset_pages, c.pages),
@@ -320,11 +324,12 @@ impl PhaseCfg {
                     c.write_fraction,
                     c.rate_per_s,
                     c.gap_cycles.clone(),
+                    c.pace_delay_ns.clone(),
                 ),
             ),
             PhaseCfg::Stride(c) => (
                 range(&c.region, c.offset_pages, c.pages),
-                access(c.write, None, c.rate_per_s, c.gap_cycles.clone()),
+                access(c.write, None, c.rate_per_s, c.gap_cycles.clone(), None),
             ),
             PhaseCfg::Madvise(c) => (range(&c.region, c.offset_pages, c.pages), None),
             PhaseCfg::MovePages(c) => (range(&c.region, c.offset_pages, c.pages), None),
@@ -362,12 +367,14 @@ fn access(
     write_fraction: Option<f64>,
     rate_per_s: Option<f64>,
     gap_cycles: Option<GapCycles>,
+    pace_delay_ns: Option<GapCycles>,
 ) -> Option<AccessKeys> {
     Some(AccessKeys {
         write,
         write_fraction,
         rate_per_s,
         gap_cycles,
+        pace_delay_ns,
     })
 }
 

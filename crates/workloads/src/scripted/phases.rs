@@ -69,13 +69,20 @@ pub(super) fn plan(
         let len = pages * PAGE;
         let participants = participants(keys.threads, p.one_thread_by_default(), nthreads, &at)?;
         let lead = participants.iter().position(|&x| x).unwrap_or(0) as u32;
-        let (pace, writes, gap) = match keys.access {
-            None => (None, Writes::Never, Vec::new()),
-            Some(a) => (
-                pace(a.rate_per_s, &at)?,
-                writes(a.write, a.write_fraction, &at)?,
-                gaps(a.gap_cycles, nthreads, &at)?,
-            ),
+        let (pace, writes, gap, pace_delay) = match keys.access {
+            None => (None, Writes::Never, Vec::new(), Vec::new()),
+            Some(a) => {
+                let pace = pace(a.rate_per_s, &at)?;
+                if pace.is_none() && a.pace_delay_ns.is_some() {
+                    return Err(at.err("pace_delay_ns", "needs rate_per_s (a paced phase)"));
+                }
+                (
+                    pace,
+                    writes(a.write, a.write_fraction, &at)?,
+                    per_thread("gap_cycles", a.gap_cycles, nthreads, &at)?,
+                    per_thread("pace_delay_ns", a.pace_delay_ns, nthreads, &at)?,
+                )
+            }
         };
         let access = |pattern| {
             Body::Access(Access {
@@ -86,6 +93,7 @@ pub(super) fn plan(
                 pace,
                 pace_batch: pace.map_or(1, |p| PACE_BATCH_MIN_NS.div_ceil(p as u64)),
                 gap: gap.clone(),
+                pace_delay: pace_delay.clone(),
             })
         };
 
@@ -428,8 +436,14 @@ fn pace(rate_per_s: Option<f64>, at: &At) -> Result<Option<u32>, ConfigError> {
     Ok(Some(ns.round() as u32))
 }
 
-/// `gap_cycles` per workload thread: one count for all, or an array of exactly one each.
-fn gaps(g: Option<GapCycles>, nthreads: u32, at: &At) -> Result<Vec<u32>, ConfigError> {
+/// A per-thread key (`gap_cycles`, `pace_delay_ns`): one count for all, or an array of
+/// exactly one per workload thread.
+fn per_thread(
+    key: &str,
+    g: Option<GapCycles>,
+    nthreads: u32,
+    at: &At,
+) -> Result<Vec<u32>, ConfigError> {
     Ok(match g {
         None => Vec::new(),
         Some(GapCycles::All(c)) => vec![c; nthreads as usize],
@@ -439,7 +453,7 @@ fn gaps(g: Option<GapCycles>, nthreads: u32, at: &At) -> Result<Vec<u32>, Config
                 "has {} counts; give one per workload thread ({nthreads})",
                 v.len()
             );
-            return Err(at.err("gap_cycles", msg));
+            return Err(at.err(key, msg));
         }
     })
 }

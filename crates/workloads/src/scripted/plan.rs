@@ -66,6 +66,9 @@ pub(super) struct Access {
     pub pace_batch: u64,
     /// `Op::Compute` cycles between accesses, per workload thread (empty: none).
     pub gap: Vec<u32>,
+    /// `Op::PaceOrigin` ns per workload thread (empty: each thread's schedule opens where
+    /// it is).
+    pub pace_delay: Vec<u32>,
 }
 
 impl Access {

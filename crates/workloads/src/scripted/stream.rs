@@ -161,6 +161,11 @@ impl Stream {
 
     fn access(&mut self, a: &Access, i: u64, out: &mut OpBuf) {
         if let Some(p) = a.pace {
+            if i == 0 {
+                if let Some(&d) = a.pace_delay.get(self.tid as usize) {
+                    out.push(Op::PaceOrigin(d));
+                }
+            }
             // As the C program: one clock_nanosleep per batch of slots at least
             // PACE_BATCH_MIN_NS long, until the batch's first slot.
             if i.is_multiple_of(a.pace_batch) {

@@ -492,6 +492,28 @@ fn gap_cycles_may_differ_per_thread() {
 }
 
 #[test]
+fn pace_delay_opens_each_threads_schedule_at_its_own_origin() {
+    let mut w = wl(&format!(
+        "threads = 2\n{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 3\n\
+         rate_per_s = 1000\npace_delay_ns = [0, 8000]\n"
+    ));
+    for (t, delay) in [(0, 0), (1, 8000)] {
+        let o = ops(&mut w, t);
+        let p = o
+            .iter()
+            .position(|x| *x == Op::Mark(Mark::Phase(0)))
+            .unwrap();
+        // Before the first Pace only: the schedule runs on from there.
+        assert_eq!(
+            &o[p + 1..p + 3],
+            &[Op::PaceOrigin(delay), Op::Pace(1_000_000)]
+        );
+        let origins = o.iter().filter(|x| matches!(x, Op::PaceOrigin(_))).count();
+        assert_eq!(origins, 1, "thread {t}");
+    }
+}
+
+#[test]
 fn deterministic_per_seed() {
     let src = format!(
         "threads = 2\n{BUF8}[[workload.phases]]\nkind = \"random\"\nregion = \"buf\"\ncount = 3000\n\
@@ -515,6 +537,8 @@ fn errors_name_the_key() {
     let cases: Vec<(String, &str)> = vec![
         (ph("kind = \"touch\"\nregion = \"buf\"\ncnt = 3"), "`workload.phases[0].cnt`"),
         (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = [1, 2]"), "`workload.phases[0].gap_cycles`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\npace_delay_ns = 5"), "`workload.phases[0].pace_delay_ns`"),
+        (ph("kind = \"random\"\nregion = \"buf\"\ncount = 1\nrate_per_s = 10\npace_delay_ns = [1, 2]"), "`workload.phases[0].pace_delay_ns`"),
         (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = -1"), "`workload.phases[0].gap_cycles`"),
         (ph("kind = \"touch\"\nregion = \"buf\"\ngap_cycles = \"x\""), "`workload.phases[0].gap_cycles`"),
         (ph("kind = \"random\"\nregion = \"buf\"\ncount = \"x\""), "`workload.phases[0].count`"),

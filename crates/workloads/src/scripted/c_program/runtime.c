@@ -648,6 +648,8 @@ static _Atomic uint64_t *live_accesses;
 static _Atomic uint64_t *worker_tids;
 /* This worker's accesses in the phases it has finished. */
 static _Thread_local uint64_t accesses_before;
+/* This thread's pacing start in the access phase it ran last; 0: not paced. */
+static _Thread_local uint64_t tl_pace_start;
 /* 1 in a forked child, which publishes nothing: the counter slots are the workers'. */
 static int in_child;
 
@@ -667,6 +669,7 @@ static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 	uint64_t batch = 0;
 	if (p->pace_ns)
 		batch = (MIN_SLEEP_NS + p->pace_ns - 1) / p->pace_ns;
+	tl_pace_start = batch ? start : 0;
 	const uint32_t *perm = perms[i];
 	const double *cdf = cdfs[i];
 	uint8_t sink = 0;
@@ -785,6 +788,8 @@ static pthread_barrier_t barrier;
 static uint64_t *accesses[2];
 /* CPU time (user + system: the kernel's sum_exec_runtime) per thread in that instance, ns. */
 static uint64_t *cpu_used[2];
+/* When each thread's pacing schedule began in that instance (its first slot), ns; 0: none. */
+static uint64_t *pace_start[2];
 /* When the current phase instance began (written by the serial thread of each barrier). */
 static uint64_t phase_begin;
 
@@ -800,6 +805,8 @@ static void end_phase(int t, int i, uint64_t k, uint64_t n, uint64_t cpu)
 {
 	accesses[k & 1][t] = n;
 	cpu_used[k & 1][t] = cpu;
+	pace_start[k & 1][t] = tl_pace_start;
+	tl_pace_start = 0;
 	int r = pthread_barrier_wait(&barrier);
 	if (r != 0 && r != PTHREAD_BARRIER_SERIAL_THREAD)
 		die("pthread_barrier_wait: %s", strerror(r));
@@ -808,16 +815,32 @@ static void end_phase(int t, int i, uint64_t k, uint64_t n, uint64_t cpu)
 	uint64_t end = now_ns();
 	if (i >= 0) {
 		uint64_t total = 0, cpu_total = 0;
+		int paced = 0;
 		for (int j = 0; j < NTHREADS; j++) {
 			total += accesses[k & 1][j];
 			cpu_total += cpu_used[k & 1][j];
+			paced |= pace_start[k & 1][j] != 0;
 		}
 		struct sb b = {0};
 		sb_printf(&b,
 			  "{\"phase\":%s,\"begin_ms\":%.3f,\"end_ms\":%.3f,\"accesses\":%llu,"
-			  "\"cpu_ms\":%.3f}",
+			  "\"cpu_ms\":%.3f",
 			  PHASES[i].name, ms_since_start(phase_begin), ms_since_start(end),
 			  (unsigned long long)total, (double)cpu_total / 1e6);
+		/* Where each thread's pace slots fall: the first slot, to the ns (null: not paced). */
+		if (paced) {
+			sb_printf(&b, ",\"pace_start_ms\":[");
+			for (int j = 0; j < NTHREADS; j++) {
+				if (j)
+					sb_printf(&b, ",");
+				if (pace_start[k & 1][j])
+					sb_printf(&b, "%.6f", ms_since_start(pace_start[k & 1][j]));
+				else
+					sb_printf(&b, "null");
+			}
+			sb_printf(&b, "]");
+		}
+		sb_printf(&b, "}");
 		emit(b.s);
 		free(b.s);
 	}
@@ -1575,7 +1598,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 2; k++) {
 		accesses[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
 		cpu_used[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
-		if (!accesses[k] || !cpu_used[k])
+		pace_start[k] = calloc((size_t)NTHREADS, sizeof(uint64_t));
+		if (!accesses[k] || !cpu_used[k] || !pace_start[k])
 			die("out of memory");
 	}
 
