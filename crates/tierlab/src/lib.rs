@@ -44,6 +44,7 @@ pub mod reproductions;
 pub mod result;
 pub mod sched;
 pub mod sim;
+pub mod splitmix;
 pub mod stats;
 pub mod workload;
 

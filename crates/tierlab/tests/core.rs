@@ -621,17 +621,51 @@ fn memory_the_kernel_holds_at_boot_is_off_the_free_lists() {
 
 /// `--set`s that put every timer of a `vcpu_turns` run on a 16 ns grid: a 1 GHz clock, an
 /// exact LAPIC calibration (one count per 16 ns, machine/lapic.rs) and a timer interrupt
-/// handler of 219 × 16 ns. Re-arms for the same jiffy then land on the same nanosecond, and
-/// a tie does not kick: when both CPUs' ticks fire, CPU 0 takes its interrupt first and
-/// re-arms the only pending timer, which kicks; CPU 1 re-arms next, ties, and keeps the turn
-/// to the next tick. Workloads whose ops are multiples of 16 ns stay on the grid.
-const TICK_GRID: [&str; 5] = [
+/// handler of exactly 219 × 16 ns (no drawn phase). Re-arms for the same jiffy then land on
+/// the same nanosecond, and a tie does not kick: when both CPUs' ticks fire, CPU 0 takes its
+/// interrupt first and re-arms the only pending timer, which kicks; CPU 1 re-arms next, ties,
+/// and keeps the turn to the next tick. Workloads whose ops are multiples of 16 ns stay on
+/// the grid.
+const TICK_GRID: [&str; 6] = [
     "machine.shared_core=true",
     "machine.cpu_ghz=1",
     "machine.lapic_timer_period=4000000",
     "cost.timer_interrupt_cycles=3504",
+    "machine.lapic_handler_phase=false",
     "sim.timeline_interval_ms=1000",
 ];
+
+#[test]
+fn vcpu_turns_share_the_ticks_between_two_busy_vcpus_when_the_handlers_end_at_drawn_points() {
+    // Two threads compute 60 ms each in 1 µs ops, on CPUs 0 and 1. With every handler the
+    // same length, CPU 0 re-arms first at every tick and kicks, and CPU 1 holds every tick:
+    // its 60 ms end at 64.112 ms (as in the test below), CPU 0's only then. With the
+    // handler's end drawn within the LAPIC's 16 ns count, whose tick fires first is even
+    // odds at each tick, so both advance together and end within a few ticks of each other.
+    let ends = |drawn: bool| {
+        let threads = vec![
+            (0, Placement::Pinned(0), busy_60ms()),
+            (0, Placement::Pinned(1), busy_60ms()),
+        ];
+        let phase = format!("machine.lapic_handler_phase={drawn}");
+        let mut sets: Vec<&str> = TICK_GRID
+            .iter()
+            .copied()
+            .filter(|s| !s.contains("phase"))
+            .collect();
+        sets.extend(["machine.vcpu_turns=true", &phase]);
+        let sim = run(config(&machine(2, 64), &sets), workload(threads, vec![]));
+        let ms = |t: u64| sim.hw.cycles_to_s(t) * 1e3;
+        let end = |i: usize| ms(sim.k.sched.threads[i].roi_end.unwrap());
+        (end(0), end(1))
+    };
+    let (cpu0, cpu1) = ends(false);
+    assert!((64.112..64.113).contains(&cpu1), "{cpu1} ms");
+    assert!(cpu0 > 120.0, "{cpu0} ms");
+    let (cpu0, cpu1) = ends(true);
+    assert!((cpu0 - cpu1).abs() < 20.0, "{cpu0} and {cpu1} ms");
+    assert!(cpu0.min(cpu1) > 100.0, "{cpu0} and {cpu1} ms");
+}
 
 #[test]
 fn vcpu_turns_give_a_thread_behind_schedule_one_batch_per_tick_or_none_by_who_holds_the_tick() {

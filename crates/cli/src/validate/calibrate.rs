@@ -58,6 +58,11 @@ pub fn named_phases(cfg: &Config, kind: &str) -> Vec<(usize, String, TomlValue)>
         .collect()
 }
 
+/// The program's line for the phase named `name` (its first instance's).
+fn phase_line<'a>(phase_lines: &'a [Value], name: &str) -> Option<&'a Value> {
+    (phase_lines.iter()).find(|l| l.get("phase").and_then(Value::as_str) == Some(name))
+}
+
 /// Where the guest program's threads began each paced `random` phase's pace slots, ns after
 /// the phase began (its first instance's line: `pace_start_ms` against `begin_ms`), as
 /// `workload.phases.N.pace_delay_ns` sets: the stand-in's threads then open their schedules
@@ -70,10 +75,7 @@ pub fn pace_delay_sets(cfg: &Config, phase_lines: &[Value]) -> Vec<String> {
         if p.get("rate_per_s").is_none() {
             continue;
         }
-        let Some(line) = phase_lines
-            .iter()
-            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
-        else {
+        let Some(line) = phase_line(phase_lines, &name) else {
             continue;
         };
         let (Some(begin), Some(starts)) = (
@@ -320,10 +322,7 @@ pub fn guest_quiet_gaps(
 ) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     for (i, name, _) in named_phases(cfg, "random") {
-        let Some(line) = phase_lines
-            .iter()
-            .find(|l| l.get("phase").and_then(|p| p.as_str()) == Some(name.as_str()))
-        else {
+        let Some(line) = phase_line(phase_lines, &name) else {
             continue;
         };
         let (Some(begin), Some(end)) = (

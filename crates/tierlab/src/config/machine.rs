@@ -118,6 +118,16 @@ knob_table! {
         lapic_timer_period: u32 = 3_999_971,
             path: TIERLAB, range: Range::Int(16, UINT_MAX),
             source: "measured: Debian 6.12.117 under QEMU 7.2 TCG -icount shift=0, `@lapic_timer_period` fetched by a kprobe on lapic_next_event (tierlab validate --trace); arch/x86/kernel/apic/apic.c";
+        /// Under `vcpu_turns`: each timer interrupt's handler ends at a point of the LAPIC's
+        /// 16 ns count drawn per (seed, CPU, time), as the guest's handlers vary by
+        /// microseconds (the first re-arm after a jiffy: 3.1 to 21 µs, 5th to 95th
+        /// percentile of 932 traced ticks), so which of two busy CPUs' re-armed ticks fires
+        /// first is even odds at each tick. Off: every handler lasts
+        /// `cost.timer_interrupt_cycles` exactly, and the same CPU wins every tick for as long
+        /// as both stay busy.
+        lapic_handler_phase: bool = true,
+            path: TIERLAB, range: Range::Any,
+            source: "measured: Debian 6.12.117 under QEMU 7.2 TCG -icount shift=0, the count each busy CPU's tick re-arm writes (kprobe on lapic_next_event, tierlab validate --trace); hw/intc/apic_common.c apic_next_timer";
         /// Under `vcpu_turns`: how far into a jiffy the workload starts, ns. The CPUs tick on
         /// the jiffy boundaries (tick_sched_timer, no skew_tick), so the first tick comes one
         /// jiffy less this after the start; 0 starts the workload on a boundary.

@@ -45,6 +45,9 @@ pub struct Machine {
     pub vcpu_turns: bool,
     /// The guest's LAPIC clockevent `mult` (shift 32), from `machine.lapic_timer_period`.
     pub lapic_mult: u64,
+    /// `machine.lapic_handler_phase`: timer interrupt handlers end at a drawn point of the
+    /// LAPIC's count.
+    pub lapic_handler_phase: bool,
     /// `machine.tick_offset_ns`: how far into a jiffy the workload starts.
     pub tick_offset_ns: u64,
     /// THP is not `never`: a TLB miss also looks for a 2 MiB entry.
@@ -95,6 +98,7 @@ impl Machine {
             shared_core: m.shared_core,
             vcpu_turns: m.vcpu_turns,
             lapic_mult: lapic::clockevent_mult(m.lapic_timer_period, crate::kernel::CONFIG_HZ),
+            lapic_handler_phase: m.lapic_handler_phase,
             tick_offset_ns: m.tick_offset_ns,
             huge_tlb: cfg.vm.transparent_hugepage_enabled != crate::config::ThpEnabled::Never,
         }

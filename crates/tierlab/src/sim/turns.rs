@@ -45,8 +45,10 @@
 //! sooner); a second flush in the same op passing the turn on again (task_numa_work flushes
 //! once per VMA it changes; only its first flush does here); a tick that fires while its CPU
 //! sleeps less than a tick (its halt drops the tick here); the handlers' own variation in
-//! length (one measured cost for every timer interrupt, where the guest's differ by the
-//! work each tick finds).
+//! length beyond where they end within the LAPIC's 16 ns count (one measured cost for every
+//! timer interrupt, where the guest's differ by microseconds with the work each tick finds;
+//! that point within the count, which decides whose re-armed tick fires first, is drawn:
+//! `machine.lapic_handler_phase`).
 
 use super::{Ended, Sim, SimError, Watcher};
 use crate::kernel::Event;
@@ -371,7 +373,11 @@ impl Sim {
                 if !interrupted && self.lapic_tick[c].is_some() {
                     return Handler::None;
                 }
-                (self.hw.cost.timer_interrupt_cycles as u64, interrupted)
+                let phase = self.handler_phase(c, t);
+                (
+                    self.hw.cost.timer_interrupt_cycles as u64 + phase,
+                    interrupted,
+                )
             }
         };
         self.accrue_wait(c, t);
@@ -410,6 +416,19 @@ impl Sim {
             at,
             kicks: self.rearm_tick(c, at, tick),
         }
+    }
+
+    /// How far into the LAPIC's 16 ns count CPU `c`'s handler taken at `t` runs on
+    /// (`machine.lapic_handler_phase`): the guest's handlers differ by microseconds, so where
+    /// one ends within a count is even odds. A hash of (seed, CPU, time), apart from the
+    /// kernel's generator, so that drawing it moves no other draw.
+    fn handler_phase(&self, c: usize, t: u64) -> u64 {
+        if !self.hw.lapic_handler_phase {
+            return 0;
+        }
+        let count = self.hw.ns_to_cycles(16.0).max(1);
+        let key = self.k.cfg.scenario.seed ^ (c as u64).rotate_left(48) ^ t;
+        crate::splitmix::splitmix64(key) % count
     }
 
     /// CPU `c` programs its LAPIC for its next tick at `t` (hrtimer_interrupt →
@@ -592,6 +611,7 @@ mod tests {
 cpus = 2
 shared_core = true
 vcpu_turns = true
+lapic_handler_phase = false
 [[machine.nodes]]
 name = "dram"
 capacity_mib = 16
@@ -607,6 +627,33 @@ type = "test"
             stream: Box::new(OpList::new(vec![Op::Compute(1_000)])),
         };
         crate::sim::sim_for_test(text, vec![thread])
+    }
+
+    #[test]
+    fn a_handler_ends_anywhere_within_the_lapics_count_when_drawn_and_nowhere_else_when_not() {
+        let mut sim = two_vcpus();
+        assert!((0..100).all(|k| sim.handler_phase(k % 2, k as u64 * 4_000_000) == 0));
+        sim.hw.lapic_handler_phase = true;
+        // 16 ns at the machine's 2.2 GHz: 35 possible points, every one of them among 1,000
+        // ticks' draws.
+        let count = sim.hw.ns_to_cycles(16.0);
+        assert_eq!(count, 35);
+        let mut seen = vec![false; count as usize];
+        for k in 0..1_000u64 {
+            let phase = sim.handler_phase((k % 2) as usize, k * 4_000_000);
+            assert!(phase < count);
+            seen[phase as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s), "{seen:?}");
+        // Keyed by the seed too: another seed draws another sequence.
+        let first: Vec<u64> = (0..8)
+            .map(|k| sim.handler_phase(0, k * 4_000_000))
+            .collect();
+        sim.k.cfg.scenario.seed ^= 1;
+        let other: Vec<u64> = (0..8)
+            .map(|k| sim.handler_phase(0, k * 4_000_000))
+            .collect();
+        assert_ne!(first, other);
     }
 
     #[test]

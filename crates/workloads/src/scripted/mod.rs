@@ -58,6 +58,7 @@ use std::fmt::Display;
 use std::sync::Arc;
 
 use tierlab::config::ConfigError;
+use tierlab::splitmix::splitmix64;
 use tierlab::workload::{
     Expected, FileSpec, Mark, Op, OpList, Placement, RegionSpec, ThreadSpec, ThreadStream, Workload,
 };
@@ -76,17 +77,9 @@ impl Keyed<'_> {
     }
 }
 
-/// SplitMix64's finalizer: scrambles a seed so nearby inputs give unrelated outputs.
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// A seed derived from the scenario's: one stream per `salt` (what it is for) and `n` (which).
 fn mix(seed: u64, salt: u64, n: u64) -> u64 {
-    splitmix(splitmix(seed ^ salt).wrapping_add(n))
+    splitmix64(splitmix64(seed ^ salt).wrapping_add(n))
 }
 
 /// A scripted `[workload]` table typed, checked and resolved: what `build` turns into thread
