@@ -143,7 +143,7 @@ enum Command {
         /// of each recorded seed (its stand-in `--set`s, then this command's) and compare it
         /// with the recorded guest samples. Seconds instead of guest boots: for judging a model
         /// change or a knob against the same real runs.
-        #[arg(long, conflicts_with_all = ["kvm", "kernel", "timeout", "json", "start_jitter",
+        #[arg(long, conflicts_with_all = ["kvm", "kernel", "timeout", "start_jitter",
               "scan_trace", "trace", "trace_out"])]
         replay: bool,
         /// With --replay: first search each random phase's gap (one for all its readers) again
@@ -167,7 +167,9 @@ enum Command {
         /// Write the real samples (with the guest's per-zone free pages and watermarks, and in
         /// the last sample reclaim's totals since boot: pageoutrun, pgrefill, pgactivate,
         /// kswapd_*_wmark_hit_quickly and more), the simulated result and the comparison as
-        /// JSON; with --seeds N > 1, every seed's and the summary.
+        /// JSON; with --seeds N > 1, every seed's and the summary. With --replay (one file):
+        /// the file again with the new stand-ins, simulated runs and comparisons, which
+        /// --replay takes in turn.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         /// Run N workload seeds (the scenario's seed s, then s+1, ..., s+N-1) on both sides
@@ -561,11 +563,31 @@ fn validate_cmd(
 }
 
 /// `validate --replay`: the recorded guest runs beside the simulator as it is now.
-fn replay_cmd(files: &[PathBuf], sets: &[String], seeds: u32, refit: bool) -> Result<(), String> {
+fn replay_cmd(
+    files: &[PathBuf],
+    sets: &[String],
+    seeds: u32,
+    refit: bool,
+    json: Option<&Path>,
+) -> Result<(), String> {
     if seeds != 1 {
         return Err("validate --replay: the seeds are the recorded ones (drop --seeds)".into());
     }
-    each_then_suite(files, |file| validate::replay::run(file, sets, refit))
+    if let Some(out) = json {
+        if files.len() > 1 {
+            return Err(
+                "validate --replay: --json takes one file (replay the others one at a time)".into(),
+            );
+        }
+        // A path that cannot be written fails now, not after the runs (opened to append, so
+        // that the file replayed can also be the one written).
+        (std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(out))
+        .map_err(|e| format!("--json {}: {e}", out.display()))?;
+    }
+    each_then_suite(files, |file| validate::replay::run(file, sets, refit, json))
 }
 
 /// Validate each of `paths` in turn and, with several, print the suite table after them.
@@ -687,8 +709,9 @@ fn main() -> ExitCode {
             refit,
             sets,
             seeds,
+            json,
             ..
-        } => replay_cmd(&scenarios, &sets, seeds, refit),
+        } => replay_cmd(&scenarios, &sets, seeds, refit, json.as_deref()),
         Command::Validate {
             scenarios,
             replay: _,

@@ -440,6 +440,21 @@ fn rows(dir: &Path) -> Vec<Row> {
         // --refit reruns the recorded gap search: only with --replay, and on a validate file.
         cli(&["validate", HOT, "--refit"], &["--replay"]),
         cli(&["validate", "--replay", "--refit", HOT], &[HOT]),
+        // A replay writes one file: of one recorded file, to a path that can be written.
+        cli(
+            &["validate", "--replay", HOT, HOT, "--json", "target/x.json"],
+            &["--json takes one file"],
+        ),
+        cli(
+            &[
+                "validate",
+                "--replay",
+                HOT,
+                "--json",
+                "/nonexistent/dir/x.json",
+            ],
+            &["--json /nonexistent/dir/x.json"],
+        ),
         cli(
             &["validate", HOT, "--trace-buffer-kib", "1"],
             &["--trace-buffer-kib"],

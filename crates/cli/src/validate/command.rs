@@ -705,7 +705,7 @@ pub(super) fn suite_name(origin: &str) -> String {
         .map_or(origin.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
-fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), String> {
+pub(super) fn write_json(path: &Path, doc: &serde_json::Value) -> Result<(), String> {
     let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
 }

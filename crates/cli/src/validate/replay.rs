@@ -6,6 +6,7 @@
 
 use super::command::{
     calibration_knobs, counters, run_scenario, search_quiet_gaps, suite_name, without_gaps,
+    write_json,
 };
 use super::report::{self, RealSample};
 use super::{seeds, suite};
@@ -18,6 +19,8 @@ struct Recorded {
     real: Vec<RealSample>,
     phases: Vec<Value>,
     sets: Vec<String>,
+    /// The run as recorded, which `--json` writes again with the new simulated side.
+    doc: Value,
 }
 
 /// The seeds a `validate --json` file holds: a `seeds` array, or the one run itself.
@@ -57,6 +60,7 @@ fn recorded(path: &Path, doc: &Value) -> Result<Vec<Recorded>, String> {
                 real,
                 phases,
                 sets,
+                doc: (*r).clone(),
             })
         })
         .collect()
@@ -108,8 +112,14 @@ fn refit(origin: &Path, r: &Recorded) -> Result<Vec<String>, String> {
 
 /// Rerun the stand-in of every seed `path` recorded, with `extra` keys after its own (and,
 /// with `refit`, its readers' gaps searched again), and print the comparison as `validate`
-/// does.
-pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Column, String> {
+/// does; `json`: write the file again with the new stand-ins, simulated runs and
+/// comparisons (the guest's side as recorded), itself a file `--replay` takes.
+pub fn run(
+    path: &Path,
+    extra: &[String],
+    refit_gaps: bool,
+    json: Option<&Path>,
+) -> Result<suite::Column, String> {
     let file = path.display();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{file}: {e}"))?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| format!("{file}: {e}"))?;
@@ -119,6 +129,7 @@ pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Col
     let runs = recorded(path, &doc)?;
     let kernel = doc.get("kernel").and_then(Value::as_str).unwrap_or("?");
     let mut cmps = Vec::new();
+    let mut docs = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         eprintln!(
             "tierlab: replaying seed {} ({} of {}) on the stand-in",
@@ -133,7 +144,15 @@ pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Col
         };
         sets.extend(extra.iter().cloned());
         let (cfg, result) = run_scenario(Path::new(&origin), &sets)?;
-        cmps.push(report::compare(&r.real, &result, &counters(&cfg)));
+        let cmp = report::compare(&r.real, &result, &counters(&cfg));
+        if json.is_some() {
+            let mut doc = r.doc.clone();
+            doc["stand_in_sets"] = serde_json::json!(sets);
+            doc["simulated"] = result.to_json();
+            doc["comparison"] = serde_json::to_value(&cmp).map_err(|e| e.to_string())?;
+            docs.push(doc);
+        }
+        cmps.push(cmp);
     }
     println!(
         "{origin}: the guest runs recorded in {file} (Linux {kernel}) beside tierlab now{}{}\n",
@@ -150,12 +169,21 @@ pub fn run(path: &Path, extra: &[String], refit_gaps: bool) -> Result<suite::Col
     );
     if let [one] = cmps.as_slice() {
         print!("{}", one.text());
+        if let (Some(out), [doc]) = (json, docs.as_slice()) {
+            write_json(out, doc)?;
+        }
         return Ok(suite::Column::from_comparison(&suite_name(&origin), one));
     }
     let seeds: Vec<u64> = runs.iter().map(|r| r.seed).collect();
     let refs: Vec<&report::Comparison> = cmps.iter().collect();
     let summary = seeds::summarize(&seeds, &refs);
     print!("{}", summary.text());
+    if let Some(out) = json {
+        let mut whole = doc.clone();
+        whole["seeds"] = Value::Array(docs);
+        whole["summary"] = serde_json::to_value(&summary).map_err(|e| e.to_string())?;
+        write_json(out, &whole)?;
+    }
     Ok(suite::Column::from_seeds(&suite_name(&origin), &summary))
 }
 
@@ -205,6 +233,7 @@ mod tests {
             real: Vec::new(),
             phases: Vec::new(),
             sets: Vec::new(),
+            doc: Value::Null,
         };
         let e = refit(Path::new("x.toml"), &r).unwrap_err();
         assert!(e.contains("real_phases"), "{e}");
