@@ -176,6 +176,19 @@ pub(crate) fn sim_for_test(toml: &str, threads: Vec<crate::workload::ThreadSpec>
     Sim::new(cfg, w).unwrap()
 }
 
+/// `sim_for_test` with one thread on CPU 0 running `ops`, run to its end.
+#[cfg(test)]
+pub(crate) fn run_pinned_for_test(toml: &str, ops: Vec<Op>) -> Sim {
+    let thread = crate::workload::ThreadSpec {
+        process: 0,
+        placement: crate::workload::Placement::Pinned(0),
+        stream: Box::new(crate::workload::OpList::new(ops)),
+    };
+    let mut sim = sim_for_test(toml, vec![thread]);
+    sim.run(&mut |_| {}).unwrap();
+    sim
+}
+
 impl Sim {
     /// Build the machine, boot the kernel's memory manager and place the workload's threads.
     pub fn new(cfg: Config, workload: Workload) -> Result<Sim, SimError> {

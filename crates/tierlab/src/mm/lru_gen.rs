@@ -1446,7 +1446,7 @@ mod tests {
 
     #[test]
     fn eviction_counts_a_thp_as_its_base_pages_scanned() {
-        use crate::workload::{prot, Backing, Op, OpList, Placement, ThreadSpec};
+        use crate::workload::{prot, Backing, Op};
         let text = "[machine]\ncpus = 1\n[[machine.nodes]]\nname = \"dram\"\ncapacity_mib = 64\n\
                     read_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0\"\n\
                     [[machine.nodes]]\nname = \"cxl\"\ncapacity_mib = 64\n\
@@ -1463,13 +1463,7 @@ mod tests {
             backing: Backing::Anon,
         }];
         ops.extend((0..4).map(|i| Op::Store(base + i * huge)));
-        let thread = ThreadSpec {
-            process: 0,
-            placement: Placement::Pinned(0),
-            stream: Box::new(OpList::new(ops)),
-        };
-        let mut sim = crate::sim::sim_for_test(text, vec![thread]);
-        sim.run(&mut |_| {}).unwrap();
+        let mut sim = crate::sim::run_pinned_for_test(text, ops);
         assert_eq!(sim.k.anon_thps_on(0), 4);
         // Two forced agings: the first makes the PMDs old, the second leaves the THPs in the
         // generation it found them in, which then retires to the oldest.

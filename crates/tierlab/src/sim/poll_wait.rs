@@ -65,7 +65,7 @@ mod tests {
     /// A sampler on a 1 GHz machine of its own: three samples of 10.39 ms, each wait as
     /// `wait` has it; returns when the last sample ends, ns.
     fn sampler_end(wait: crate::workload::Op) -> u64 {
-        use crate::workload::{Mark, Op, OpList, Placement, ThreadSpec};
+        use crate::workload::{Mark, Op};
         let text = r#"
 [machine]
 cpus = 1
@@ -83,13 +83,7 @@ type = "test"
         let ops: Vec<Op> = (sample.iter().cycle().take(6).copied())
             .chain([Op::Mark(Mark::RoiEnd), Op::Exit])
             .collect();
-        let thread = ThreadSpec {
-            process: 0,
-            placement: Placement::Pinned(0),
-            stream: Box::new(OpList::new(ops)),
-        };
-        let mut sim = crate::sim::sim_for_test(text, vec![thread]);
-        sim.run(&mut |_| {}).unwrap();
+        let sim = crate::sim::run_pinned_for_test(text, ops);
         sim.k.sched.threads[0].roi_end.unwrap()
     }
 
