@@ -139,6 +139,14 @@ pub fn guest_touch(cfg: &Config, lines: &[String]) -> Option<(f64, u64)> {
     (pages > 0).then_some((ms, pages))
 }
 
+/// How much longer per page (a fraction; negative: shorter) the compared run's fill ran on
+/// the guest than the calibration run's, whose fill the stand-in's kernel speed is fitted
+/// to: both as `guest_touch` gives them (run time ms, pages).
+pub fn fill_drift(calibration: (f64, u64), compared: (f64, u64)) -> Option<f64> {
+    let per_page = |(ms, pages): (f64, u64)| (pages > 0 && ms > 0.0).then(|| ms / pages as f64);
+    Some(per_page(compared)? / per_page(calibration)? - 1.0)
+}
+
 /// A 4 KiB fault as the THP-off calibration left it: the guest's run time per touched page
 /// (ns) and the stand-in's scaled `anon_fault_cycles` and `clear_page_cycles`.
 #[derive(Clone, Copy, Debug)]
@@ -820,6 +828,18 @@ count = 10
         assert_eq!(thp_clear(&cfg(), &lines, 0, 512, four_k), None);
         assert_eq!(thp_clear(&cfg(), &lines, 5, 512, four_k), None);
         assert_eq!(thp_clear(&cfg(), &lines[..0], 3, 512, four_k), None);
+    }
+
+    #[test]
+    fn the_fill_drift_is_the_compared_runs_time_per_page_over_the_calibrations() {
+        // 1,001 ms for 122,880 pages in the calibration run, 1,046 ms in the compared one.
+        let d = fill_drift((1001.0, 122_880), (1046.0, 122_880)).unwrap();
+        assert!((d - 0.044955).abs() < 1e-6, "{d}");
+        // Per page: twice the pages in twice the time is no drift.
+        assert_eq!(fill_drift((500.0, 1_000), (1000.0, 2_000)), Some(0.0));
+        // Nothing to compare without pages or time on either side.
+        assert_eq!(fill_drift((0.0, 0), (1000.0, 2_000)), None);
+        assert_eq!(fill_drift((500.0, 1_000), (1000.0, 0)), None);
     }
 
     #[test]

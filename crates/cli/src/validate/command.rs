@@ -587,6 +587,10 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             clear_page: (cfg.cost.clear_page_cycles as f64 * r).round(),
         })
     });
+    // With THP on the compared fill differs by design (THP faults): no drift to report.
+    let calib_fill = (!thp_enabled(&cfg))
+        .then(|| calibrate::guest_touch(&cfg, &calib.stdout_lines))
+        .flatten();
     let mut gaps = calibrate::gap_sets(&search.gaps());
     gaps.extend(sampler.iter().cloned());
     gaps.extend(kernel);
@@ -629,6 +633,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             &run,
             &gaps,
             four_k,
+            calib_fill,
             seed,
             seeds.len() > 1,
             estimate.sim_seconds,
@@ -742,6 +747,7 @@ fn run_seed(
     run: &GuestRun,
     gaps: &[String],
     four_k: Option<calibrate::FourKFault>,
+    calib_fill: Option<(f64, u64)>,
     seed: u64,
     several: bool,
     sim_seconds: f64,
@@ -802,6 +808,15 @@ fn run_seed(
             e
         }
     })?;
+    // The stand-in's fill is fitted to the calibration run's; the compared run's own can run
+    // longer (its scans and kswapd share the machine with it), which moves what it meets.
+    let drift = calib_fill.zip(calibrate::guest_touch(cfg, &out.stdout_lines));
+    if let Some(d) = drift.and_then(|(c, r)| calibrate::fill_drift(c, r)) {
+        eprintln!(
+            "tierlab: seed {seed}: the guest's fill ran {:+.1} % per page against its calibration run's, which the stand-in's is fitted to",
+            d * 100.0
+        );
+    }
     if let Some(four_k) = four_k {
         // Every THP fault of the run is a touch phase's (do_huge_pmd_anonymous_page).
         let count = |s: Option<&report::RealSample>| s.and_then(|s| s.counter("thp_fault_alloc"));
