@@ -10,38 +10,39 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use tierlab::config::{typed, ConfigError};
 
-/// `gap_cycles`: one count for every thread, or one per workload thread (an array).
+/// A per-thread key (`gap_cycles`, `pace_delay_ns`): one count for every thread, or one per
+/// workload thread (an array).
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum GapCycles {
+pub(super) enum PerThreadCount {
     All(u32),
     PerThread(Vec<u32>),
 }
 
-impl<'de> Deserialize<'de> for GapCycles {
+impl<'de> Deserialize<'de> for PerThreadCount {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = GapCycles;
+            type Value = PerThreadCount;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a cycle count, or an array of one count per workload thread")
             }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<GapCycles, E> {
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<PerThreadCount, E> {
                 u32::try_from(v)
-                    .map(GapCycles::All)
+                    .map(PerThreadCount::All)
                     .map_err(|_| E::custom(format!("{v} is not a cycle count (0 to 2^32 - 1)")))
             }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<GapCycles, E> {
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<PerThreadCount, E> {
                 self.visit_i64(i64::try_from(v).unwrap_or(-1))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut a: A,
-            ) -> Result<GapCycles, A::Error> {
+            ) -> Result<PerThreadCount, A::Error> {
                 let mut v = Vec::new();
                 while let Some(x) = a.next_element::<u32>()? {
                     v.push(x);
                 }
-                Ok(GapCycles::PerThread(v))
+                Ok(PerThreadCount::PerThread(v))
             }
         }
         d.deserialize_any(V)
@@ -76,7 +77,7 @@ pub(super) struct TouchCfg {
     pub write: Option<bool>,
     pub order: Option<String>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<GapCycles>,
+    pub gap_cycles: Option<PerThreadCount>,
 }
 
 /// `kind = "random"`: `count` (or `duration_ms` × `rate_per_s`) accesses per thread.
@@ -96,10 +97,10 @@ pub(super) struct RandomCfg {
     pub count: Option<u64>,
     pub duration_ms: Option<f64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<GapCycles>,
+    pub gap_cycles: Option<PerThreadCount>,
     /// Simulator only: where each thread's first pace slot falls, ns after the barrier that
     /// began the phase (`tierlab validate` sets it from the guest program's threads).
-    pub pace_delay_ns: Option<GapCycles>,
+    pub pace_delay_ns: Option<PerThreadCount>,
 }
 
 /// `kind = "stride"`: one access every `stride_bytes` through the range.
@@ -114,7 +115,7 @@ pub(super) struct StrideCfg {
     pub write: Option<bool>,
     pub stride_bytes: Option<u64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<GapCycles>,
+    pub gap_cycles: Option<PerThreadCount>,
 }
 
 /// `kind = "madvise"`.
@@ -213,8 +214,8 @@ pub(super) struct AccessKeys {
     pub write: Option<bool>,
     pub write_fraction: Option<f64>,
     pub rate_per_s: Option<f64>,
-    pub gap_cycles: Option<GapCycles>,
-    pub pace_delay_ns: Option<GapCycles>,
+    pub gap_cycles: Option<PerThreadCount>,
+    pub pace_delay_ns: Option<PerThreadCount>,
 }
 
 /// The keys several kinds share, whichever kind a phase is.
@@ -366,8 +367,8 @@ fn access(
     write: Option<bool>,
     write_fraction: Option<f64>,
     rate_per_s: Option<f64>,
-    gap_cycles: Option<GapCycles>,
-    pace_delay_ns: Option<GapCycles>,
+    gap_cycles: Option<PerThreadCount>,
+    pace_delay_ns: Option<PerThreadCount>,
 ) -> Option<AccessKeys> {
     Some(AccessKeys {
         write,

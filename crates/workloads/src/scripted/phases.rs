@@ -12,7 +12,7 @@ use tierlab::config::ConfigError;
 use tierlab::workload::{advice, Backing, Op};
 
 use super::config::parse_prot;
-use super::phase_keys::{GapCycles, PhaseCfg, RandomCfg, RangeKeys};
+use super::phase_keys::{PerThreadCount, PhaseCfg, RandomCfg, RangeKeys};
 use super::plan::{Access, Body, Pattern, PhasePlan, Region, Writes, PACE_BATCH_MIN_NS};
 use super::{mix, PAGE};
 use crate::limits::{MAX_DURATION_MS, PID_MAX_LIMIT};
@@ -440,15 +440,15 @@ fn pace(rate_per_s: Option<f64>, at: &At) -> Result<Option<u32>, ConfigError> {
 /// exactly one per workload thread.
 fn per_thread(
     key: &str,
-    g: Option<GapCycles>,
+    g: Option<PerThreadCount>,
     nthreads: u32,
     at: &At,
 ) -> Result<Vec<u32>, ConfigError> {
     Ok(match g {
         None => Vec::new(),
-        Some(GapCycles::All(c)) => vec![c; nthreads as usize],
-        Some(GapCycles::PerThread(v)) if v.len() == nthreads as usize => v,
-        Some(GapCycles::PerThread(v)) => {
+        Some(PerThreadCount::All(c)) => vec![c; nthreads as usize],
+        Some(PerThreadCount::PerThread(v)) if v.len() == nthreads as usize => v,
+        Some(PerThreadCount::PerThread(v)) => {
             let msg = format!(
                 "has {} counts; give one per workload thread ({nthreads})",
                 v.len()
