@@ -288,22 +288,23 @@ pub fn quiet_window(
 
 /// The stand-in's quiet-window run time per access of each named `random` phase over all its
 /// workers, from its timeline: (phase name, ns, 1000), the form `GapSearch::step` takes (run
-/// time in µs over accesses). Workers are the scripted process's threads 1.. (thread 0 is
-/// main).
+/// time in µs over accesses). Workers are the scripted process's threads 1..=`threads`
+/// (thread 0 is main); the sampler's thread after them is not one, as the guest's schedstat
+/// lines, which name the workers only, do not count the harness's sampler.
 pub fn sim_quiet_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(String, f64, u64)> {
+    let workers = (cfg.workload.get("threads"))
+        .and_then(|t| t.as_integer())
+        .map_or(1, |t| t.max(0) as usize);
     let samples: Vec<WorkerSample> = (sim.timeline.iter())
         .map(|p| WorkerSample {
             t_ms: p.t_ms,
             hint_faults: (p.vm.0.iter())
                 .find(|(k, _)| k == "numa_hint_faults")
                 .map_or(0, |(_, v)| *v),
-            run_ns: p
-                .run_time_ms
-                .iter()
-                .skip(1)
+            run_ns: (p.run_time_ms.iter().skip(1).take(workers))
                 .map(|ms| (ms * 1e6) as u64)
                 .collect(),
-            accesses: p.accesses.iter().skip(1).copied().collect(),
+            accesses: p.accesses.iter().skip(1).take(workers).copied().collect(),
         })
         .collect();
     let mut out = Vec::new();
@@ -730,6 +731,61 @@ mod tests {
         // Too short a window (one interval) says nothing.
         assert_eq!(quiet_window(&s, 250.0, 1000.0, None), None);
         assert_eq!(quiet_window(&s, 2000.0, 3000.0, None), None);
+    }
+
+    #[test]
+    fn the_stand_ins_quiet_window_counts_the_workers_and_not_the_sampler() {
+        // One reader on CPU 0 and a sampler that runs 20 ms of every 100 on another CPU.
+        let text = r#"
+[machine]
+cpus = 2
+[[machine.nodes]]
+capacity_mib = 64
+read_latency_ns = 100
+write_latency_ns = 100
+cpus = "0-1"
+[sim]
+timeline_interval_ms = 100
+[workload]
+type = "scripted"
+threads = 1
+placement = [0]
+[[workload.regions]]
+name = "buf"
+pages = 64
+[[workload.phases]]
+name = "reads"
+kind = "random"
+region = "buf"
+duration_ms = 500
+rate_per_s = 100000
+[workload.sampler]
+interval_ms = 100
+cpu_us = 20000
+samples = 5
+"#;
+        let cfg = Config::from_str_with(text, "t.toml", None, &[]).unwrap();
+        let w = workloads::build(&cfg, "t.toml").unwrap();
+        let mut sim = tierlab::Simulation::new(cfg.clone(), w).unwrap();
+        let result = sim.run(&mut |_| {}).unwrap();
+        let got = sim_quiet_run_times(&cfg, &result);
+        assert_eq!(got.len(), 1, "{got:?}");
+        // The reader's own run time per access over the same window (main is thread 0, the
+        // sampler the last thread).
+        let (first, last) = (&result.timeline[1], result.timeline.last().unwrap());
+        let threads = first.run_time_ms.len();
+        assert_eq!(threads, 3, "main, the reader and the sampler");
+        let per_access = |t: usize| {
+            (last.run_time_ms[t] - first.run_time_ms[t]) * 1e6
+                / (last.accesses[1] - first.accesses[1]) as f64
+        };
+        let reader = per_access(1);
+        assert!(
+            (got[0].1 - reader).abs() < 1e-6 * reader,
+            "{got:?} vs {reader}"
+        );
+        // The sampler's 20 ms per 100 would more than double it.
+        assert!(per_access(2) > reader, "{} vs {reader}", per_access(2));
     }
 
     fn cfg() -> Config {

@@ -25,10 +25,11 @@ pub struct CounterSummary {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RegionGap {
     pub name: String,
-    /// Means over the seeds whose sample has the region resident.
+    /// Means over the seeds whose sample has the region resident on both sides (where no
+    /// seed has both, each side's own, for the reader, with no gap).
     pub real_mean: Option<f64>,
     pub sim_mean: Option<f64>,
-    /// |real mean − sim mean|.
+    /// |real mean − sim mean|, over the seeds with both sides.
     pub mean_gap: Option<f64>,
     /// The largest |real − sim| of one seed (real and simulated of the same seed).
     pub worst_gap: Option<f64>,
@@ -126,18 +127,25 @@ pub fn summarize(seeds: &[u64], cmps: &[&Comparison]) -> SeedSummary {
                         .filter_map(|m| m.dram_share.iter().find(|d| d.0 == name))
                         .map(|d| (d.1, d.2))
                         .collect();
-                    let real: Vec<f64> = pairs.iter().filter_map(|p| p.0).collect();
-                    let sim: Vec<f64> = pairs.iter().filter_map(|p| p.1).collect();
-                    let (real_mean, sim_mean) = (mean(&real), mean(&sim));
-                    let worst_gap = pairs
-                        .iter()
-                        .filter_map(|p| Some((p.0? - p.1?).abs()))
-                        .reduce(f64::max);
+                    let both: Vec<(f64, f64)> =
+                        pairs.iter().filter_map(|p| Some((p.0?, p.1?))).collect();
+                    let worst_gap = both.iter().map(|(r, m)| (r - m).abs()).reduce(f64::max);
+                    // The means compare the seeds that have both sides: a seed whose stand-in
+                    // ended before its guest's last sample would weigh one side only.
+                    let (real_mean, sim_mean, mean_gap) = if both.is_empty() {
+                        let real: Vec<f64> = pairs.iter().filter_map(|p| p.0).collect();
+                        let sim: Vec<f64> = pairs.iter().filter_map(|p| p.1).collect();
+                        (mean(&real), mean(&sim), None)
+                    } else {
+                        let real = mean(&both.iter().map(|b| b.0).collect::<Vec<_>>());
+                        let sim = mean(&both.iter().map(|b| b.1).collect::<Vec<_>>());
+                        (real, sim, real.zip(sim).map(|(r, m)| (r - m).abs()))
+                    };
                     RegionGap {
                         name: name.to_string(),
                         real_mean,
                         sim_mean,
-                        mean_gap: real_mean.zip(sim_mean).map(|(r, m)| (r - m).abs()),
+                        mean_gap,
                         worst_gap,
                     }
                 })
@@ -337,11 +345,12 @@ mod tests {
         assert_eq!((g.real_mean, g.sim_mean), (Some(20.0), Some(40.0)));
         assert_eq!(g.mean_gap, Some(20.0));
         assert_eq!(g.worst_gap, Some(30.0));
-        // At 100 ms (seed 43's at 98 ms has nothing resident on the real side): real 50 (seed
-        // 42 only), sim 40, 70 → 55; only seed 42 has a gap of its own, 10.
+        // At 100 ms (seed 43's at 98 ms has nothing resident on the real side): only seed
+        // 42 has both sides, so the means are its own, real 50 and sim 40 (not 40 and 70's
+        // 55 against seed 42's 50 alone).
         let g = &s.samples[1].regions[0];
-        assert_eq!((g.real_mean, g.sim_mean), (Some(50.0), Some(55.0)));
-        assert_eq!(g.mean_gap, Some(5.0));
+        assert_eq!((g.real_mean, g.sim_mean), (Some(50.0), Some(40.0)));
+        assert_eq!(g.mean_gap, Some(10.0));
         assert_eq!(g.worst_gap, Some(10.0));
         // Over the run: the means are 20 pp apart at worst (off); one seed was 33 pp off.
         let r = &s.regions[0];
@@ -355,5 +364,18 @@ mod tests {
         assert!(one.regions[0].ok);
         assert_eq!(one.counters[0].ratio, Some(1.5));
         assert!(s.text().contains("OFF (> 2x)"));
+    }
+
+    #[test]
+    fn a_sample_no_seed_has_on_both_sides_shows_each_sides_mean_and_no_gap() {
+        let (mut a, mut b) = two_seeds();
+        a.intervals[1] = at(100.0, (Some(50.0), None));
+        b.intervals[1] = at(98.0, (None, Some(70.0)));
+        let s = summarize(&[42, 43], &[&a, &b]);
+        let g = &s.samples[1].regions[0];
+        assert_eq!((g.real_mean, g.sim_mean), (Some(50.0), Some(70.0)));
+        assert_eq!((g.mean_gap, g.worst_gap), (None, None));
+        // The run's gap of the means is the 0 ms sample's, 20 pp, not 50 against 70.
+        assert_eq!(s.regions[0].mean_gap_points, 20.0);
     }
 }
