@@ -261,13 +261,7 @@ const QUIET_WINDOW_MIN_MS: f64 = 150.0;
 /// the first sample in it to the last one before the next NUMA hint fault: the run's own
 /// cost per access while NUMA balancing has not yet touched it. None when that window is
 /// shorter than two sample intervals or saw no access.
-/// `worker` picks one worker; None sums them all.
-pub fn quiet_window(
-    samples: &[WorkerSample],
-    begin_ms: f64,
-    end_ms: f64,
-    worker: Option<usize>,
-) -> Option<f64> {
+pub fn quiet_window(samples: &[WorkerSample], begin_ms: f64, end_ms: f64) -> Option<f64> {
     let inside: Vec<&WorkerSample> = samples
         .iter()
         .filter(|s| s.t_ms >= begin_ms && s.t_ms <= end_ms)
@@ -277,10 +271,7 @@ pub fn quiet_window(
         .iter()
         .take_while(|s| s.hint_faults == a.hint_faults)
         .last()?;
-    let sum = |v: &[u64]| match worker {
-        Some(w) => v.get(w).copied().unwrap_or(0),
-        None => v.iter().sum::<u64>(),
-    };
+    let sum = |v: &[u64]| v.iter().sum::<u64>();
     let run = sum(&b.run_ns).checked_sub(sum(&a.run_ns))?;
     let acc = sum(&b.accesses).checked_sub(sum(&a.accesses))?;
     (b.t_ms - a.t_ms >= QUIET_WINDOW_MIN_MS && acc > 0).then(|| run as f64 / acc as f64)
@@ -314,7 +305,7 @@ pub fn sim_quiet_run_times(cfg: &Config, sim: &tierlab::RunResult) -> Vec<(Strin
         };
         let Some(begin) = ph.start_ms else { continue };
         let end = begin + ph.duration_us_per_instance / 1e3;
-        if let Some(ns) = quiet_window(&samples, begin, end, None) {
+        if let Some(ns) = quiet_window(&samples, begin, end) {
             out.push((name, ns, 1000));
         }
     }
@@ -340,7 +331,7 @@ pub fn guest_quiet_gaps(
         ) else {
             continue;
         };
-        if let Some(ns) = quiet_window(samples, begin, end, None) {
+        if let Some(ns) = quiet_window(samples, begin, end) {
             out.push((i, ns));
         }
     }
@@ -723,14 +714,12 @@ mod tests {
             // A hint fault: what follows is not quiet any more.
             sample(400.0, 7, [300_000_000, 300_000_000], [50_000, 50_000]),
         ];
-        let ns = quiet_window(&s, 100.0, 1000.0, None).unwrap();
+        // Both workers: 40 + 120 ms over 40,000 + 40,000 accesses.
+        let ns = quiet_window(&s, 100.0, 1000.0).unwrap();
         assert!((ns - 2000.0).abs() < 1e-9, "{ns}");
-        // Each worker's own: 40 ms / 40,000 and 120 ms / 40,000 accesses.
-        assert_eq!(quiet_window(&s, 100.0, 1000.0, Some(0)), Some(1000.0));
-        assert_eq!(quiet_window(&s, 100.0, 1000.0, Some(1)), Some(3000.0));
         // Too short a window (one interval) says nothing.
-        assert_eq!(quiet_window(&s, 250.0, 1000.0, None), None);
-        assert_eq!(quiet_window(&s, 2000.0, 3000.0, None), None);
+        assert_eq!(quiet_window(&s, 250.0, 1000.0), None);
+        assert_eq!(quiet_window(&s, 2000.0, 3000.0), None);
     }
 
     #[test]

@@ -597,6 +597,12 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
     for g in &gaps {
         eprintln!("tierlab: stand-in charges {g}");
     }
+    let calibrated = Calibrated {
+        sets: gaps,
+        four_k,
+        fill: calib_fill,
+        sim_seconds: estimate.sim_seconds,
+    };
     run.sysctls = sysctls;
     if thp_enabled(&cfg) {
         // What khugepaged's start made of min_free_kbytes, for the stand-in (run_seed).
@@ -631,12 +637,9 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
             &cfg,
             &machine,
             &run,
-            &gaps,
-            four_k,
-            calib_fill,
+            &calibrated,
             seed,
             seeds.len() > 1,
-            estimate.sim_seconds,
         )?);
     }
     if let [one] = runs.as_slice() {
@@ -737,26 +740,36 @@ fn append_trace(path: &Path, origin: &str, seed: u64, lines: &[String]) -> Resul
     w.flush().map_err(err)
 }
 
+/// What the calibration run gives every seed's stand-in.
+struct Calibrated {
+    /// The stand-in's `--set`s: the phases' gaps, the sampler's and the kernel's costs.
+    sets: Vec<String>,
+    /// With THP on, the 4 KiB fault the compared run's fill splits (`calibrate::thp_clear`).
+    four_k: Option<calibrate::FourKFault>,
+    /// The calibration run's fill (ms, pages), to print each seed's drift against; THP off.
+    fill: Option<(f64, u64)>,
+    /// The scenario's simulated length, for the progress line.
+    sim_seconds: f64,
+}
+
 /// One seed on both sides: the program (already in `run`) on the guest with the scenario's
 /// knobs, then the simulation with the same workload seed on the stand-in machine.
-#[allow(clippy::too_many_arguments)]
 fn run_seed(
     args: &ValidateArgs,
     cfg: &Config,
     machine: &GuestMachine,
     run: &GuestRun,
-    gaps: &[String],
-    four_k: Option<calibrate::FourKFault>,
-    calib_fill: Option<(f64, u64)>,
+    calibrated: &Calibrated,
     seed: u64,
     several: bool,
-    sim_seconds: f64,
 ) -> Result<SeedRun, String> {
+    let gaps = calibrated.sets.as_slice();
+    let (four_k, calib_fill) = (calibrated.four_k, calibrated.fill);
     let origin = args.scenario.display().to_string();
     eprintln!(
         "tierlab: booting Linux under QEMU ({:?}); about {:.0} s of guest time, a few wall seconds each",
         args.accel,
-        sim_seconds + 3.0
+        calibrated.sim_seconds + 3.0
     );
     let label = |e: String| {
         if several {
