@@ -722,10 +722,8 @@ mod tests {
         assert_eq!(quiet_window(&s, 2000.0, 3000.0), None);
     }
 
-    #[test]
-    fn the_stand_ins_quiet_window_counts_the_workers_and_not_the_sampler() {
-        // One reader on CPU 0 and a sampler that runs 20 ms of every 100 on another CPU.
-        let text = r#"
+    /// The two-CPU, one-node machine of the tests' scenarios.
+    const MACHINE: &str = r#"
 [machine]
 cpus = 2
 [[machine.nodes]]
@@ -733,6 +731,13 @@ capacity_mib = 64
 read_latency_ns = 100
 write_latency_ns = 100
 cpus = "0-1"
+"#;
+
+    #[test]
+    fn the_stand_ins_quiet_window_counts_the_workers_and_not_the_sampler() {
+        // One reader on CPU 0 and a sampler that runs 20 ms of every 100 on another CPU.
+        let text = MACHINE.to_string()
+            + r#"
 [sim]
 timeline_interval_ms = 100
 [workload]
@@ -753,7 +758,7 @@ interval_ms = 100
 cpu_us = 20000
 samples = 5
 "#;
-        let cfg = Config::from_str_with(text, "t.toml", None, &[]).unwrap();
+        let cfg = Config::from_str_with(&text, "t.toml", None, &[]).unwrap();
         let w = workloads::build(&cfg, "t.toml").unwrap();
         let mut sim = tierlab::Simulation::new(cfg.clone(), w).unwrap();
         let result = sim.run(&mut |_| {}).unwrap();
@@ -778,14 +783,8 @@ samples = 5
     }
 
     fn cfg() -> Config {
-        let text = r#"
-[machine]
-cpus = 2
-[[machine.nodes]]
-capacity_mib = 64
-read_latency_ns = 100
-write_latency_ns = 100
-cpus = "0-1"
+        let text = MACHINE.to_string()
+            + r#"
 [workload]
 type = "scripted"
 threads = 2
@@ -812,7 +811,7 @@ kind = "random"
 region = "buf"
 count = 10
 "#;
-        Config::from_str_with(text, "t.toml", None, &[]).unwrap()
+        Config::from_str_with(&text, "t.toml", None, &[]).unwrap()
     }
 
     #[test]
