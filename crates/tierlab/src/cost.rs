@@ -112,6 +112,16 @@ pub struct CostTable {
     /// the jiffy at the lower quartile of the ticks a reader's CPU took first in two traced
     /// runs; 3,500 is their mean].
     pub timer_interrupt_cycles: u32,
+    /// A paced thread's clock_nanosleep(TIMER_ABSTIME) to a slot ahead, on its own run time:
+    /// the syscall, hrtimer_start_range_ns, schedule() out and, once woken, back to user
+    /// (hrtimer_nanosleep → do_nanosleep); the interrupt that wakes it runs in the idle
+    /// task [measured by `tierlab validate`'s sleep probe in the guest; 0 elsewhere, where
+    /// no figure for the hardware's round trip is cited: not charged].
+    pub nanosleep_cycles: u32,
+    /// The same call to a slot already past: its timer is programmed at the clockevent's
+    /// minimum delta (clockevents_program_event) and the thread runs on once it fires
+    /// [measured by the sleep probe; 0 elsewhere: not charged].
+    pub nanosleep_past_cycles: u32,
     /// fork(2)'s fixed part: copy_process (task_struct, credentials, files, signal state,
     /// the scheduler's wake_up_new_task) without dup_mmap, whose VMAs and PTEs are charged
     /// per PTE (`pte_update_cycles`) [estimate: no primary figure for the split].
@@ -165,6 +175,8 @@ impl Default for CostTable {
             lru_gen_walk_pte_cycles: 32,
             lru_gen_update_gen_cycles: 55,
             timer_interrupt_cycles: 3_500,
+            nanosleep_cycles: 0,
+            nanosleep_past_cycles: 0,
             fork_cycles: 50_000,
             exec_cycles: 100_000,
             exit_cycles: 20_000,

@@ -640,12 +640,21 @@ impl Sim {
                         0
                     };
                     let t = &mut self.k.sched.threads[tid];
-                    let cpu = &mut self.hw.cpus[c];
+                    let clock = self.hw.cpus[c].clock;
                     if t.pace_next == 0 {
-                        t.pace_next = t.pace_origin.take().unwrap_or(cpu.clock);
+                        t.pace_next = t.pace_origin.take().unwrap_or(clock);
                     }
                     let wake = t.pace_next + slack;
                     t.pace_next += interval;
+                    // The call's own run time (hrtimer_nanosleep → do_nanosleep): to a slot
+                    // ahead, or past (its timer at the minimum delta).
+                    let cost = &self.hw.cost;
+                    let path = if clock < wake {
+                        cost.nanosleep_cycles
+                    } else {
+                        cost.nanosleep_past_cycles
+                    };
+                    self.hw.charge_sys(c, path as u64);
                     stop |= self.timed_wait(c, wake);
                 }
                 Slot::Other(i) => match buf.side(i) {

@@ -11,11 +11,16 @@ use tierlab::workload::{advice, prot, Backing, FileSpec, Mark, Op, Placement, Re
 use tierlab::Config;
 
 fn config(cpus: u32) -> Config {
+    config_with(cpus, &[])
+}
+
+fn config_with(cpus: u32, sets: &[&str]) -> Config {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let text = format!(
         "[machine]\ncpus = {cpus}\n[[machine.nodes]]\ncapacity_mib = 64\nread_latency_ns = 100\nwrite_latency_ns = 100\ncpus = \"0-{}\"\n[[machine.nodes]]\ncapacity_mib = 64\nread_latency_ns = 200\nwrite_latency_ns = 200\n[workload]\ntype = \"t\"\n[sim]\ncheck = \"strict\"\ntimeline_interval_ms = 1\n",
         cpus - 1
     );
-    Config::from_str_with(&text, "t.toml", None, &[]).unwrap()
+    Config::from_str_with(&text, "t.toml", None, &sets).unwrap()
 }
 
 fn one(ops: Vec<Op>) -> tierlab::workload::Workload {
@@ -38,6 +43,27 @@ fn pace_holds_the_access_rate_within_five_percent() {
     let rate = p.accesses as f64 / secs;
     assert_eq!(p.accesses, 2000);
     assert!((rate - 1e6).abs() / 1e6 < 0.05, "rate {rate}");
+}
+
+#[test]
+fn a_paced_sleep_charges_the_measured_nanosleep_ahead_or_past() {
+    // 100 slots of 10 µs; the first opens the schedule (its slot is now, so past), the rest
+    // lie ahead unless the work between them outlasts the interval.
+    let sys = |sets: &[&str], work: u32| {
+        let mut ops = Vec::new();
+        for _ in 0..100 {
+            ops.push(Op::Pace(10_000));
+            ops.push(Op::Compute(work));
+        }
+        run(config_with(1, sets), one(ops)).hw.cpus[0].sys_cycles
+    };
+    let costs = [
+        "cost.nanosleep_cycles=2000",
+        "cost.nanosleep_past_cycles=300",
+    ];
+    assert_eq!(sys(&costs, 1000) - sys(&[], 1000), 99 * 2000 + 300);
+    // Work of 100 µs between slots: every slot has passed when the thread reaches it.
+    assert_eq!(sys(&costs, 220_000) - sys(&[], 220_000), 100 * 300);
 }
 
 #[test]

@@ -375,6 +375,13 @@ fn tiny_scenario_runs_natively() {
         }
     }
     assert!(phase("scan").get("pace_start_ms").is_none());
+    // Both phases pace at 10 µs a slot, in batches of 5 (50 µs, MIN_SLEEP_NS): the two
+    // threads' slots lie half a batch apart, however the barrier released them.
+    for p in [hot, uniform] {
+        let starts = p["pace_start_ms"].as_array().unwrap();
+        let ns = |i: usize| (starts[i].as_f64().unwrap() * 1e6).round() as i64;
+        assert_eq!((ns(1) - ns(0)).rem_euclid(50_000), 25_000, "{p}");
+    }
 
     assert!(samples.len() >= 5, "{} samples", samples.len());
     // The end counters are in the last sample only.
@@ -1169,7 +1176,16 @@ fn the_pte_probe_times_mprotect_after_the_workload() {
     } else {
         assert!(migrate.is_none(), "{migrate:?}");
     }
+    // And a paced sleep on the thread's run time, ahead and already past.
+    let sleep = lines.iter().find_map(|l| l.get("sleep_probe"));
+    let sleep = sleep.expect("a sleep_probe line");
+    assert_eq!(num(sleep, "sleeps"), 2000.0, "{sleep}");
+    assert!(
+        num(sleep, "ns") > 0.0 && num(sleep, "past_ns") > 0.0,
+        "{sleep}"
+    );
     // Without the flag, no probe.
     let (_, plain) = run(&exe, &dir.0, &[]);
     assert!(plain.iter().all(|l| l.get("pte_probe").is_none()));
+    assert!(plain.iter().all(|l| l.get("sleep_probe").is_none()));
 }

@@ -683,6 +683,29 @@ fn probe_line(guest_lines: &[String], key: &str) -> Option<Value> {
 
 /// The (pages, ns) of the guest's `{"<key>": {"pages": .., "ns": ..}}` probe line, if any
 /// and if it covered a page at least.
+/// `cost.nanosleep_cycles` and `cost.nanosleep_past_cycles` from the guest's
+/// `{"sleep_probe": ...}` line: the run time of a paced thread's clock_nanosleep to a slot
+/// ahead and to one already past, each the mean over the probe's sleeps (1 ns = 1 cycle at
+/// the stand-in's 1 GHz). They are the pacing's own cost, which the readers' gap then no
+/// longer carries. Nothing without a probe line.
+pub fn sleep_sets(guest_lines: &[String]) -> Vec<String> {
+    let Some(p) = probe_line(guest_lines, "sleep_probe") else {
+        return Vec::new();
+    };
+    let field = |k: &str| p.get(k).and_then(|x| x.as_f64());
+    let (Some(sleeps), Some(ns), Some(past_ns)) = (field("sleeps"), field("ns"), field("past_ns"))
+    else {
+        return Vec::new();
+    };
+    if sleeps < 1.0 {
+        return Vec::new();
+    }
+    vec![
+        format!("cost.nanosleep_cycles={}", (ns / sleeps).round()),
+        format!("cost.nanosleep_past_cycles={}", (past_ns / sleeps).round()),
+    ]
+}
+
 fn probe(guest_lines: &[String], key: &str) -> Option<(f64, f64)> {
     let p = probe_line(guest_lines, key)?;
     let pages = p.get("pages").and_then(|x| x.as_f64())?;
@@ -922,6 +945,25 @@ count = 10
         assert!(pace_delay_sets(&c, &[line("")]).is_empty());
         // An unpaced phase gets none.
         assert!(pace_delay_sets(&cfg(), &[line(r#","pace_start_ms":[647.9,647.9]"#)]).is_empty());
+    }
+
+    #[test]
+    fn the_sleep_probe_gives_each_sleeps_mean_run_time() {
+        let lines = [
+            r#"{"phase":"fill","accesses":1,"cpu_ms":1.0}"#.to_string(),
+            r#"{"sleep_probe":{"sleeps":2000,"ns":14000000,"past_ns":7300000}}"#.to_string(),
+        ];
+        assert_eq!(
+            sleep_sets(&lines),
+            [
+                "cost.nanosleep_cycles=7000",
+                "cost.nanosleep_past_cycles=3650"
+            ]
+        );
+        // No probe (an older guest program), or one that slept nothing: nothing charged.
+        assert!(sleep_sets(&lines[..1]).is_empty());
+        let none = [r#"{"sleep_probe":{"sleeps":0,"ns":0,"past_ns":0}}"#.to_string()];
+        assert!(sleep_sets(&none).is_empty());
     }
 
     #[test]

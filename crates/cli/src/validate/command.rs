@@ -1092,6 +1092,8 @@ fn kernel_sets(cfg: &Config, calib_lines: &[String], ratio: Option<f64>) -> Vec<
     sets.extend(calibrate::migrate_sets(calib_lines, other));
     // And reclaim's cost per page scanned, beyond the demotions it made.
     sets.extend(calibrate::reclaim_scan_sets(calib_lines));
+    // And a paced thread's sleep, ahead or past: the pacing's own run time.
+    sets.extend(calibrate::sleep_sets(calib_lines));
     sets
 }
 

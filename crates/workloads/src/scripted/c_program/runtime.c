@@ -660,15 +660,35 @@ static inline void publish(int t, uint64_t n)
 		atomic_store_explicit(&live_accesses[t], n, memory_order_relaxed);
 }
 
+/*
+ * Where paced thread t's first slot of phase p lies: on the next multiple of the batch
+ * `period` after `now`, moved by t's share of the period among the phase's participants, so
+ * that their wake-ups lie evenly apart, however the barrier released them. Under QEMU's
+ * round-robin vCPUs a thread still in its batch or its sleep's entry when another's timer
+ * fires runs on the instruction clock through that one's turn, so readers whose slots lie a
+ * few microseconds apart share their run time by races of a few hundred instructions.
+ */
+static uint64_t pace_origin(int t, const struct phase *p, uint64_t period, uint64_t now)
+{
+	int n = 0, rank = 0;
+	for (int j = 0; j < NTHREADS; j++) {
+		rank += j < t && p->participants[j];
+		n += p->participants[j] != 0;
+	}
+	uint64_t grid = (now / period + 1) * period;
+	return grid + (n > 1 ? period * (uint64_t)rank / (uint64_t)n : 0);
+}
+
 /* One thread's accesses of an access phase; returns how many it made. */
 static uint64_t run_access(int t, int i, const struct phase *p, struct rng *rng)
 {
-	uint64_t start = now_ns();
+	uint64_t begin = now_ns();
 	int timed = p->duration_ms >= 0.0;
-	uint64_t deadline = timed ? start + (uint64_t)(p->duration_ms * 1e6) : 0;
+	uint64_t deadline = timed ? begin + (uint64_t)(p->duration_ms * 1e6) : 0;
 	uint64_t batch = 0;
 	if (p->pace_ns)
 		batch = (MIN_SLEEP_NS + p->pace_ns - 1) / p->pace_ns;
+	uint64_t start = batch ? pace_origin(t, p, batch * p->pace_ns, begin) : begin;
 	tl_pace_start = batch ? start : 0;
 	const uint32_t *perm = perms[i];
 	const double *cdf = cdfs[i];
@@ -1400,6 +1420,34 @@ static void pte_probe(void)
 	emit(line);
 }
 
+/* Sleeps the sleep probe times of each kind: 100 ms of guest time on the 50 µs grid. */
+#define SLEEP_PROBE_SLEEPS 2000
+
+/*
+ * `--pte-probe` also times a paced thread's sleep on the main thread's CPU clock (its run
+ * time, sum_exec_runtime): clock_nanosleep(TIMER_ABSTIME) to each slot of a MIN_SLEEP_NS
+ * grid, as sleep_until paces a phase (the syscall, hrtimer_start_range_ns, schedule() out
+ * and, once woken, back to user; the timer interrupt runs in the idle task), then the same
+ * call to a time already past, as a thread behind its schedule makes it (the timer is
+ * programmed at the clockevent's minimum delta, and the thread runs on once it fires).
+ */
+static void sleep_probe(void)
+{
+	uint64_t t0 = now_ns();
+	uint64_t cpu0 = thread_cpu_ns();
+	for (uint64_t k = 1; k <= SLEEP_PROBE_SLEEPS; k++)
+		sleep_until(t0 + k * MIN_SLEEP_NS);
+	uint64_t cpu1 = thread_cpu_ns();
+	for (uint64_t k = 0; k < SLEEP_PROBE_SLEEPS; k++)
+		sleep_until(t0);
+	uint64_t cpu2 = thread_cpu_ns();
+	char line[160];
+	snprintf(line, sizeof line, "{\"sleep_probe\":{\"sleeps\":%d,\"ns\":%llu,\"past_ns\":%llu}}",
+		 SLEEP_PROBE_SLEEPS, (unsigned long long)(cpu1 - cpu0),
+		 (unsigned long long)(cpu2 - cpu1));
+	emit(line);
+}
+
 /* Pages the migration probe moves: a few thousand, so that its fixed costs are small. */
 #define MIGRATE_PROBE_PAGES 2048
 
@@ -1623,6 +1671,7 @@ int main(int argc, char **argv)
 	if (probe) {
 		pte_probe();
 		migrate_probe();
+		sleep_probe();
 	}
 	if (reclaim)
 		reclaim_probe();
