@@ -681,8 +681,6 @@ fn probe_line(guest_lines: &[String], key: &str) -> Option<Value> {
     })
 }
 
-/// The (pages, ns) of the guest's `{"<key>": {"pages": .., "ns": ..}}` probe line, if any
-/// and if it covered a page at least.
 /// `cost.nanosleep_cycles` and `cost.nanosleep_past_cycles` from the guest's
 /// `{"sleep_probe": ...}` line: the run time of a paced thread's clock_nanosleep to a slot
 /// ahead and to one already past, each the mean over the probe's sleeps (1 ns = 1 cycle at
@@ -706,6 +704,8 @@ pub fn sleep_sets(guest_lines: &[String]) -> Vec<String> {
     ]
 }
 
+/// The (pages, ns) of the guest's `{"<key>": {"pages": .., "ns": ..}}` probe line, if any
+/// and if it covered a page at least.
 fn probe(guest_lines: &[String], key: &str) -> Option<(f64, f64)> {
     let p = probe_line(guest_lines, key)?;
     let pages = p.get("pages").and_then(|x| x.as_f64())?;
