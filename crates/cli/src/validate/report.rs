@@ -272,15 +272,25 @@ fn half_time(series: &[(f64, f64)]) -> Option<f64> {
         .map(|(t, _)| *t)
 }
 
-/// Compare the real samples with the simulated run, sample by sample (nearest simulated
-/// time), and in total.
+/// The simulated sample (index into `times`, ascending) a real sample at `t` is compared with:
+/// the nearest, if within half the simulated interval (the largest spacing: the last sample
+/// may come early, at the run's end). The guest's first sample, at the program's start, has
+/// none with an interval of 500 ms (the timeline's first sample is an interval in), where the
+/// nearest was 491 ms on, after the fill.
+fn matching_sample(times: &[f64], t: f64) -> Option<usize> {
+    let interval = times.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+    let (i, d) = (times.iter().enumerate())
+        .map(|(i, &x)| (i, (x - t).abs()))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    (interval == 0.0 || d <= interval / 2.0).then_some(i)
+}
+
+/// Compare the real samples with the simulated run, sample by sample (`matching_sample`),
+/// and in total.
 pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Comparison {
     let toptier: Vec<bool> = sim.nodes.iter().map(|n| n.toptier).collect();
-    let nearest = |t: f64| {
-        sim.timeline
-            .iter()
-            .min_by(|a, b| (a.t_ms - t).abs().total_cmp(&(b.t_ms - t).abs()))
-    };
+    let sim_times: Vec<f64> = sim.timeline.iter().map(|p| p.t_ms).collect();
+    let nearest = |t: f64| matching_sample(&sim_times, t).map(|i| &sim.timeline[i]);
     let names: Vec<String> = real
         .first()
         .map(|s| s.regions.iter().map(|r| r.0.clone()).collect())
@@ -288,7 +298,7 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
     let mut intervals = Vec::new();
     let mut series: Vec<(Series, Series)> = vec![Default::default(); names.len()];
     for s in real {
-        let Some(p) = nearest(s.t_ms) else { continue };
+        let p = nearest(s.t_ms);
         let mut row = IntervalRow {
             t_ms: s.t_ms,
             dram_share: Vec::new(),
@@ -300,13 +310,14 @@ pub fn compare(real: &[RealSample], sim: &RunResult, counters: &[&str]) -> Compa
                 .find(|x| &x.0 == name)
                 .and_then(|x| dram_share(&x.1, &toptier));
             let m = p
-                .regions
-                .as_ref()
+                .and_then(|p| p.regions.as_ref())
                 .and_then(|rs| rs.iter().find(|x| &x.0 == name))
                 .and_then(|x| dram_share(&x.1, &toptier));
             row.dram_share.push((name.clone(), r, m));
             series[i].0.push((s.t_ms, r.unwrap_or(0.0)));
-            series[i].1.push((p.t_ms, m.unwrap_or(0.0)));
+            if let Some(p) = p {
+                series[i].1.push((p.t_ms, m.unwrap_or(0.0)));
+            }
         }
         intervals.push(row);
     }
@@ -674,6 +685,21 @@ mod tests {
     fn a_region_with_nothing_resident_has_no_share() {
         assert_eq!(dram_share(&[0, 0], &[true, false]), None);
         assert_eq!(dram_share(&[3, 1], &[true, false]), Some(75.0));
+    }
+
+    #[test]
+    fn a_real_sample_is_compared_only_with_a_simulated_one_within_half_an_interval() {
+        let sim = [500.0, 1000.0, 1500.0, 1511.9];
+        // The guest's first sample, at the start: the nearest simulated one is 491 ms on.
+        assert_eq!(matching_sample(&sim, 9.0), None);
+        assert_eq!(matching_sample(&sim, 509.6), Some(0));
+        assert_eq!(matching_sample(&sim, 1010.1), Some(1));
+        // Past the last regular sample, the run's end sample is the nearest.
+        assert_eq!(matching_sample(&sim, 1612.9), Some(3));
+        assert_eq!(matching_sample(&sim, 2100.0), None);
+        assert_eq!(matching_sample(&[], 9.0), None);
+        // One simulated sample: no interval to judge by, so it is the match.
+        assert_eq!(matching_sample(&[100.0], 9.0), Some(0));
     }
 
     #[test]
