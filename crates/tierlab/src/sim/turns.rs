@@ -502,6 +502,10 @@ impl Sim {
             && self.hw.cpus[c].ipi_wait_from.is_none()
         {
             let until = end.min(self.hw.cpus[c].clock + self.quantum);
+            // The kernel's `now` is the running CPU's clock (as run_watched sets it per
+            // quantum): a kswapd woken from a fault is scheduled there, not at the last
+            // event delivered, which may lie a whole sample back.
+            self.k.now = self.hw.cpus[c].clock;
             self.run_quantum(c, until);
         }
         let end = self.hw.cpus[c]
