@@ -371,8 +371,10 @@ pub const GAP_TOLERANCE: f64 = 0.02;
 
 /// The search for one amount of work that gives the stand-in the guest's run time `want`:
 /// a bracket [lo, hi] around the answer, starting from [0, want] (run time is never less
-/// than the work), stepping by guest / stand-in run time inside it and bisecting when a
-/// step leaves it.
+/// than the work). The first step scales the work by guest / stand-in run time; later ones
+/// take the secant through the last two tries, since run time is the work plus a fixed part
+/// (the pacing's sleeps, the accesses' own cost) that a ratio step only approaches
+/// geometrically; a step that leaves the bracket's inner part bisects instead.
 #[derive(Clone, Debug)]
 struct Bracket {
     want: f64,
@@ -380,8 +382,14 @@ struct Bracket {
     hi: f64,
     /// The work to try next.
     value: f64,
+    /// The last try before `value` and the stand-in's run time with it.
+    last: Option<(f64, f64)>,
     done: bool,
 }
+
+/// A secant step within this fraction of either end of the bracket bisects instead, so
+/// that a step function (readers keeping up, then falling behind) is still closed in on.
+const SECANT_MARGIN: f64 = 0.1;
 
 impl Bracket {
     fn new(want: f64) -> Bracket {
@@ -390,6 +398,7 @@ impl Bracket {
             lo: 0.0,
             hi: want,
             value: want,
+            last: None,
             done: false,
         }
     }
@@ -401,15 +410,26 @@ impl Bracket {
             self.done = true;
             return;
         }
-        let next = self.value * self.want / got;
+        let ratio = self.value * self.want / got;
+        let secant = match self.last {
+            Some((v, g)) if g != got && v != self.value => {
+                Some(self.value + (self.want - got) * (self.value - v) / (got - g))
+            }
+            _ => None,
+        };
         if got > self.want {
             self.hi = self.value;
         } else {
             self.lo = self.value;
             // Run time grows with the work, so the answer lies above: widen if need be.
-            self.hi = self.hi.max(next);
+            self.hi = self.hi.max(ratio);
         }
-        self.value = if next > self.lo && next < self.hi {
+        self.last = Some((self.value, got));
+        let (next, margin) = match secant {
+            Some(x) => (x, SECANT_MARGIN * (self.hi - self.lo)),
+            None => (ratio, 0.0),
+        };
+        self.value = if next > self.lo + margin && next < self.hi - margin {
             next
         } else {
             (self.lo + self.hi) / 2.0
