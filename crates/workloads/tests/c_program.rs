@@ -473,6 +473,37 @@ fn fill_wait_drop_samples(lines: &[Value]) -> (Vec<&Value>, &Value) {
 }
 
 #[test]
+fn the_program_reports_where_the_next_tick_lies_against_its_start() {
+    let dir = TempDir::new("tick");
+    if toolchain(&dir.0).is_none() {
+        return;
+    }
+    let c = generate(&workload(&tiny()), "tiny.toml", 7, &opts(2, 2)).unwrap();
+    let (code, lines) = run(&compile(&dir.0, "tick", &c), &dir.0, &[]);
+    assert_eq!(code, 0, "{lines:?}");
+    let expiry: Vec<i64> = (lines.iter())
+        .filter_map(|l| l.get("tick_expiry_ns").and_then(Value::as_i64))
+        .collect();
+    // Root reads the tick from /proc/timer_list (as /init does in the guest); others cannot.
+    let listed = std::fs::read_to_string("/proc/timer_list")
+        .is_ok_and(|t| t.contains("tick_nohz_handler") || t.contains("tick_sched_timer"));
+    if !listed {
+        assert!(expiry.is_empty(), "{lines:?}");
+        eprintln!("skipped: /proc/timer_list unreadable or without a tick");
+        return;
+    }
+    assert_eq!(expiry.len(), 1, "{lines:?}");
+    // Read just before t0: the tick is at most a few ms past, or ahead (an idle CPU's
+    // stopped tick is re-armed for its next timer).
+    assert!(expiry[0] > -100_000_000, "{}", expiry[0]);
+    assert!(
+        lines[0].get("tick_expiry_ns").is_some(),
+        "the first line: {:?}",
+        lines[0]
+    );
+}
+
+#[test]
 fn residency_is_the_same_from_numa_maps_move_pages_and_pagemap() {
     let dir = TempDir::new("residency");
     if toolchain(&dir.0).is_none() {

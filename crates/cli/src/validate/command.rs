@@ -411,6 +411,27 @@ fn start_delay_sets(delay_us: u32) -> Vec<String> {
     vec![format!("machine.tick_offset_ns={offset_ns}")]
 }
 
+/// The stand-in's jiffies where the guest's lay against its program's start: the program
+/// reads the next tick from /proc/timer_list (`tick_expiry_ns`, after its t0), and the
+/// stand-in's jiffy boundaries lie `machine.tick_offset_ns` before multiples of a tick.
+/// Without that line (the timer list unreadable), as `--start-jitter` delayed the program.
+fn tick_phase_sets(program_lines: &[String], delay_us: u32) -> Vec<String> {
+    let expiry = (program_lines.iter())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v.get("tick_expiry_ns").and_then(serde_json::Value::as_i64));
+    let Some(expiry) = expiry else {
+        return start_delay_sets(delay_us);
+    };
+    let tick = TICK_US as i64 * 1000;
+    // The first jiffy after t0 lies `next` on: the boundaries are next + k ticks.
+    let next = expiry.rem_euclid(tick);
+    let offset_ns = (tick - next) % tick;
+    if offset_ns == 0 {
+        return Vec::new();
+    }
+    vec![format!("machine.tick_offset_ns={offset_ns}")]
+}
+
 /// The workload seeds to run: the scenario's and the `n - 1` after it.
 fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
     if n == 0 {
@@ -870,7 +891,7 @@ fn run_seed(
                     if several {
                         sets.push(format!("scenario.seed={seed}"));
                     }
-                    sets.extend(start_delay_sets(run.start_delay_us));
+                    sets.extend(tick_phase_sets(&out.stdout_lines, run.start_delay_us));
                     let sim = simulate(args, cfg, &out.nodes, &sets).map_err(label)?;
                     let sim_ms = touch_ms(cfg, &sim);
                     eprintln!(
@@ -900,7 +921,7 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
-    extra.extend(start_delay_sets(run.start_delay_us));
+    extra.extend(tick_phase_sets(&out.stdout_lines, run.start_delay_us));
     if args.scan_trace {
         extra.push("sim.trace_numa_scan=true".into());
     }
@@ -1330,6 +1351,35 @@ mod tests {
             vec!["machine.tick_offset_ns=1000".to_string()]
         );
         assert!(start_delay_sets(TICK_US).is_empty());
+    }
+
+    #[test]
+    fn the_stand_ins_jiffies_lie_where_the_guests_ticks_did() {
+        let lines = |e: &str| {
+            vec![
+                r#"{"phase":"x"}"#.to_string(),
+                format!(r#"{{"tick_expiry_ns":{e}}}"#),
+            ]
+        };
+        // The guest's next tick 1.5 ms after t0: the stand-in's boundaries at 1.5 + 4k ms,
+        // 2.5 ms before multiples of the tick.
+        assert_eq!(
+            tick_phase_sets(&lines("1500000"), 0),
+            vec!["machine.tick_offset_ns=2500000".to_string()]
+        );
+        // timer_list read before t0: an expiry already past, or a tick or more ahead, is
+        // the same place against the ticks.
+        assert_eq!(
+            tick_phase_sets(&lines("-2500000"), 0),
+            tick_phase_sets(&lines("1500000"), 0)
+        );
+        assert_eq!(
+            tick_phase_sets(&lines("5500000"), 0),
+            tick_phase_sets(&lines("1500000"), 0)
+        );
+        // On a boundary: no offset. Without the line: --start-jitter's delay.
+        assert!(tick_phase_sets(&lines("4000000"), 1333).is_empty());
+        assert_eq!(tick_phase_sets(&[], 1333), start_delay_sets(1333));
     }
 
     #[test]
