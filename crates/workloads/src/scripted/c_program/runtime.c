@@ -163,6 +163,32 @@ static double ms_since_start(uint64_t t)
 	return (double)(t - t0_ns) / 1e6;
 }
 
+/*
+ * The scheduler tick's next expiry, absolute CLOCK_MONOTONIC ns, from /proc/timer_list
+ * (kernel/time/timer_list.c: each CPU's active hrtimers, its tick as tick_nohz_handler,
+ * tick_sched_timer before 6.9, then "# expires at SOFT-HARD nsecs"); 0 if unreadable (not
+ * root). Every CPU ticks on the same jiffies, so one tick gives where they lie against t0.
+ */
+static long long next_tick_expiry(void)
+{
+	FILE *f = fopen("/proc/timer_list", "r");
+	if (!f)
+		return 0;
+	char line[256];
+	long long expiry = 0;
+	int tick = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (tick) {
+			if (sscanf(line, " # expires at %lld", &expiry) != 1)
+				expiry = 0;
+			break;
+		}
+		tick = strstr(line, "tick_nohz_handler") || strstr(line, "tick_sched_timer");
+	}
+	fclose(f);
+	return expiry;
+}
+
 /* A growable string. */
 struct sb {
 	char *s;
@@ -1431,32 +1457,6 @@ static void pte_probe(void)
  * call to a time already past, as a thread behind its schedule makes it (the timer is
  * programmed at the clockevent's minimum delta, and the thread runs on once it fires).
  */
-/*
- * The scheduler tick's next expiry, absolute CLOCK_MONOTONIC ns, from /proc/timer_list
- * (kernel/time/timer_list.c: each CPU's active hrtimers, its tick as tick_nohz_handler,
- * tick_sched_timer before 6.9, then "# expires at SOFT-HARD nsecs"); 0 if unreadable (not
- * root). Every CPU ticks on the same jiffies, so one tick gives where they lie against t0.
- */
-static long long next_tick_expiry(void)
-{
-	FILE *f = fopen("/proc/timer_list", "r");
-	if (!f)
-		return 0;
-	char line[256];
-	long long expiry = 0;
-	int tick = 0;
-	while (fgets(line, sizeof line, f)) {
-		if (tick) {
-			if (sscanf(line, " # expires at %lld", &expiry) != 1)
-				expiry = 0;
-			break;
-		}
-		tick = strstr(line, "tick_nohz_handler") || strstr(line, "tick_sched_timer");
-	}
-	fclose(f);
-	return expiry;
-}
-
 static void sleep_probe(void)
 {
 	uint64_t t0 = now_ns();
