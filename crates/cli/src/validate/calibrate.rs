@@ -692,8 +692,9 @@ pub fn probe_error(guest_lines: &[String], key: &str) -> Option<String> {
     p.get("error").and_then(Value::as_str).map(str::to_string)
 }
 
-/// The object of the guest's `{"<key>": {...}}` probe line, if any.
-fn probe_line(guest_lines: &[String], key: &str) -> Option<Value> {
+/// The value of `<key>` in the first of the guest program's lines that has it (a probe's
+/// `{"<key>": {...}}`, or `{"tick_expiry_ns": N}`), if any.
+pub(super) fn probe_line(guest_lines: &[String], key: &str) -> Option<Value> {
     guest_lines.iter().find_map(|l| {
         serde_json::from_str::<Value>(l)
             .ok()

@@ -416,10 +416,8 @@ fn start_delay_sets(delay_us: u32) -> Vec<String> {
 /// stand-in's jiffy boundaries lie `machine.tick_offset_ns` before multiples of a tick.
 /// Without that line (the timer list unreadable), as `--start-jitter` delayed the program.
 fn tick_phase_sets(program_lines: &[String], delay_us: u32) -> Vec<String> {
-    let expiry = (program_lines.iter())
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|v| v.get("tick_expiry_ns").and_then(serde_json::Value::as_i64));
-    let Some(expiry) = expiry else {
+    let expiry = calibrate::probe_line(program_lines, "tick_expiry_ns");
+    let Some(expiry) = expiry.as_ref().and_then(serde_json::Value::as_i64) else {
         return start_delay_sets(delay_us);
     };
     let tick = TICK_US as i64 * 1000;
@@ -822,6 +820,8 @@ fn run_seed(
     // tierlab does not raise min_free_kbytes for THP (mm/khugepaged.c
     // set_recommended_min_free_kbytes, at khugepaged's start): the stand-in takes the
     // guest's, unless the scenario sets its own (written after THP's knobs).
+    // The stand-in's jiffies where the guest's were, in every stand-in run of this seed.
+    let tick_sets = tick_phase_sets(&out.stdout_lines, run.start_delay_us);
     let mut machine_sets = Vec::new();
     if thp_enabled(cfg) && cfg.vm.min_free_kbytes == 0 {
         if let Some(kb) = out
@@ -891,7 +891,7 @@ fn run_seed(
                     if several {
                         sets.push(format!("scenario.seed={seed}"));
                     }
-                    sets.extend(tick_phase_sets(&out.stdout_lines, run.start_delay_us));
+                    sets.extend(tick_sets.iter().cloned());
                     let sim = simulate(args, cfg, &out.nodes, &sets).map_err(label)?;
                     let sim_ms = touch_ms(cfg, &sim);
                     eprintln!(
@@ -921,7 +921,7 @@ fn run_seed(
     if several {
         extra.push(format!("scenario.seed={seed}"));
     }
-    extra.extend(tick_phase_sets(&out.stdout_lines, run.start_delay_us));
+    extra.extend(tick_sets);
     if args.scan_trace {
         extra.push("sim.trace_numa_scan=true".into());
     }
