@@ -109,9 +109,29 @@ pub struct Sim {
     /// `machine.tick_offset_ns` in cycles: the jiffy boundaries lie this far before
     /// multiples of a tick (turns.rs).
     jiffy_shift: u64,
+    /// A jiffy (1 / CONFIG_HZ) in cycles: the scheduler tick's period.
+    tick: u64,
+    /// Per CPU, where its thread's current stretch of run time began (without
+    /// `machine.vcpu_turns`, where a paced sleep idles within a quantum).
+    tick_ran_from: Vec<u64>,
+    /// Per CPU, a scheduler tick found its thread running: task_tick_numa is due when the
+    /// quantum ends (the return to user mode that runs the task work).
+    numa_tick: Vec<bool>,
+    /// `machine.vcpu_turns`: per CPU, its pending timer interrupt includes its tick.
+    tick_irq: Vec<bool>,
     /// `machine.vcpu_turns`: per CPU, a timer interrupt it has yet to take (a minimum-delta or
     /// a wake-up timer), whose handler re-arms the tick.
     lapic_irq: Vec<bool>,
+    /// `machine.vcpu_turns`: per CPU, the soft expiry of its sleeping thread's timer (its
+    /// slot; the hard expiry is the slot plus the slack), 0 if none: any timer interrupt from
+    /// then on runs it (__hrtimer_run_queues compares the soft expiry).
+    soft_expiry: Vec<u64>,
+    /// `machine.vcpu_turns`: per CPU, halted for less than a tick with its tick kept armed
+    /// (cpuidle_idle_call → tick_nohz_idle_retain_tick), the tick first.
+    tick_kept: Vec<bool>,
+    /// `machine.vcpu_turns`: per CPU, its thread was woken by the handler of a tick taken in
+    /// the idle task and has not been switched in yet.
+    woke_in_tick: Vec<bool>,
     /// `machine.vcpu_turns`: per CPU, the rest of a timer interrupt's handler a deadline cut,
     /// and whether it interrupted the CPU's work (else it ended a halt).
     handler_left: Vec<Option<(u64, bool)>>,
@@ -198,6 +218,10 @@ impl Sim {
         let quantum = ((cfg.sim.quantum_ns * cycles_per_ns) as u64).max(1);
         let max_cycles = (cfg.sim.max_seconds * 1e9 * cycles_per_ns) as u64;
         let sample_interval = ((cfg.sim.timeline_interval_ms * 1e6 * cycles_per_ns) as u64).max(1);
+        let tick = hw
+            .ns_to_cycles(1e9 / crate::kernel::CONFIG_HZ as f64)
+            .max(1);
+        let jiffy_shift = hw.ns_to_cycles(hw.tick_offset_ns as f64) % tick;
         let k = Kernel::boot(cfg, &workload.files, nproc)?;
         let mut sim = Sim {
             hw,
@@ -215,8 +239,15 @@ impl Sim {
             pending_wake: Vec::new(),
             asleep_until: Vec::new(),
             lapic_tick: Vec::new(),
-            jiffy_shift: 0,
+            jiffy_shift,
+            tick,
+            tick_ran_from: Vec::new(),
+            numa_tick: Vec::new(),
+            tick_irq: Vec::new(),
             lapic_irq: Vec::new(),
+            soft_expiry: Vec::new(),
+            tick_kept: Vec::new(),
+            woke_in_tick: Vec::new(),
             handler_left: Vec::new(),
             overrun: Vec::new(),
             phase_stats: workload
@@ -230,6 +261,9 @@ impl Sim {
             last_full_check: 0,
         };
         let ncpus = sim.hw.cpus.len() as u32;
+        sim.tick_ran_from = vec![0; ncpus as usize];
+        sim.numa_tick = vec![false; ncpus as usize];
+        sim.tick_irq = vec![false; ncpus as usize];
         for (i, spec) in workload.threads.into_iter().enumerate() {
             if spec.process >= nproc {
                 return Err(SimError(format!(
@@ -489,24 +523,28 @@ impl Sim {
         });
     }
 
-    /// The current thread of `c` waits for its timer at `wake` (a pacing slot, a poll timeout).
-    /// Returns whether its quantum ends here: under vcpu_turns, arming a timer may kick every
+    /// The current thread of `c` waits for its timer at `wake` (a pacing slot, a poll timeout),
+    /// whose soft expiry is `soft` (an interrupt from then on runs it). Returns whether its quantum ends here: under vcpu_turns, arming a timer may kick every
     /// vCPU before the thread reaches schedule() (turns.rs decides, and puts it to sleep);
     /// past the timer already, clockevents_program_event programs the minimum delta, and the
     /// thread runs on once the interrupt is taken.
-    fn timed_wait(&mut self, c: usize, wake: u64) -> bool {
+    fn timed_wait(&mut self, c: usize, wake: u64, soft: u64) -> bool {
         let cpu = &mut self.hw.cpus[c];
         let sleeps = cpu.clock < wake;
         if !self.hw.vcpu_turns {
             if sleeps {
-                // Idle until the timer: not user time (finish_quantum subtracts it).
-                cpu.idle_cycles += wake - cpu.clock;
+                // Idle until the timer: not user time (finish_quantum subtracts it), and no
+                // tick finds the thread running meanwhile.
+                let ran_to = cpu.clock;
+                cpu.idle_cycles += wake - ran_to;
                 cpu.idle_until(wake);
+                self.note_ticks(c, ran_to);
+                self.tick_ran_from[c] = wake;
             }
             return false;
         }
         self.armed = if sleeps {
-            turns::Armed::Sleep(wake)
+            turns::Armed::Sleep { wake, soft }
         } else {
             turns::Armed::MinDelta
         };
@@ -555,6 +593,7 @@ impl Sim {
         let share = self.hw.cpus[c].share;
         let start_clock = self.hw.cpus[c].clock;
         let start_sys = self.hw.cpus[c].sys_cycles;
+        self.tick_ran_from[c] = start_clock;
         let mut stop = false;
         // The last op, if it was an access that entered the kernel (a fault): the tick that
         // ends the quantum lands in it, since the op spanning a fixed instant is drawn as a
@@ -644,7 +683,8 @@ impl Sim {
                     if t.pace_next == 0 {
                         t.pace_next = t.pace_origin.take().unwrap_or(clock);
                     }
-                    let wake = t.pace_next + slack;
+                    let soft = t.pace_next;
+                    let wake = soft + slack;
                     t.pace_next += interval;
                     // The call's own run time (hrtimer_nanosleep → do_nanosleep): to a slot
                     // ahead, or past (its timer at the minimum delta).
@@ -655,12 +695,13 @@ impl Sim {
                         cost.nanosleep_past_cycles
                     };
                     self.hw.charge_sys(c, path as u64);
-                    stop |= self.timed_wait(c, wake);
+                    stop |= self.timed_wait(c, wake, soft);
                 }
                 Slot::Other(i) => match buf.side(i) {
                     Op::PollSlot(ns) => {
                         if let Some(wake) = self.poll_slot(c, tid, ns) {
-                            stop |= self.timed_wait(c, wake);
+                            // (A poll timeout sleeps longer than a tick: the tick stops.)
+                            stop |= self.timed_wait(c, wake, wake);
                         }
                     }
                     Op::PaceOrigin(ns) => {
@@ -814,7 +855,14 @@ impl Sim {
             }
         }
         self.end_quantum(c, tid, pos, buf, (start_clock, start_sys, accesses));
-        if self.k.task_tick_numa(&mut self.hw, c, tid) {
+        // scheduler_tick → task_tick_fair → task_tick_numa: only for the task a tick finds
+        // running, so a paced thread whose bursts miss the ticks queues no scan work.
+        if !self.hw.vcpu_turns {
+            self.note_ticks(c, self.hw.cpus[c].clock);
+        }
+        self.k.init_numa_next_scan(&self.hw, c, tid);
+        let ticked = std::mem::take(&mut self.numa_tick[c]);
+        if ticked && self.k.task_tick_numa(&mut self.hw, c, tid) {
             // task_numa_work is task work, run on the return to user mode (TWA_RESUME): a
             // fault the tick interrupted returns after the scan, and its instruction runs
             // again, taking a hint fault if the scan has just made its PTE PROT_NONE.
@@ -824,6 +872,17 @@ impl Sim {
             }
         }
         self.k.maybe_preempt(&mut self.hw, c);
+    }
+
+    /// Without `machine.vcpu_turns`: CPU `c`'s thread ran from `tick_ran_from` to `to`; a
+    /// jiffy boundary in between is a scheduler tick that found it running.
+    #[inline]
+    fn note_ticks(&mut self, c: usize, to: u64) {
+        let jiffy = |t: u64| (t + self.jiffy_shift) / self.tick;
+        if jiffy(to) > jiffy(self.tick_ran_from[c]) {
+            self.numa_tick[c] = true;
+        }
+        self.tick_ran_from[c] = to;
     }
 
     /// Whether the op just run on CPU `c` ends its quantum: a fatal error, or a flush IPI

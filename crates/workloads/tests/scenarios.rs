@@ -111,20 +111,21 @@ scenario_test!(
     }
 );
 
-/// hot_set.toml shrunk to a 64 MiB DRAM node, with a faster scanner.
-const SMALL_HOT_SET: [&str; 7] = [
+/// hot_set.toml shrunk to a 64 MiB DRAM node, with a faster scanner, and readers that run
+/// flat out (a rate they cannot keep up with): a reader paced in short bursts between the
+/// ticks is never found running by one, and task_tick_numa never queues its scan.
+const SMALL_HOT_SET: [&str; 8] = [
     "machine.nodes.0.capacity_mib=64",
     "machine.nodes.1.capacity_mib=256",
     "workload.regions.0.size_mib=96",
     "workload.regions.1.size_mib=32",
-    "workload.phases.2.duration_ms=3000",
+    "workload.phases.2.duration_ms=300",
+    "workload.phases.2.rate_per_s=50000000",
     "kernel.numa_balancing_scan_delay_ms=100",
     "kernel.numa_balancing_scan_period_min_ms=100",
 ];
 
-// The hot part starts on CXL and NUMA balancing promotes it (a faster scanner; paced readers
-// accrue run time, which drives task_tick_numa, only while they run, so the read phase
-// keeps its full 3 s).
+// The hot part starts on CXL and NUMA balancing promotes it.
 scenario_test!(
     hot_set_gets_promoted,
     "hot_set.toml",

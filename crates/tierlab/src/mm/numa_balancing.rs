@@ -72,11 +72,7 @@ impl Kernel {
         }
         let mm = self.sched.threads[tid].mm as usize;
         let now = m.cpus[c].clock;
-        if self.mms[mm].numa.next_scan == 0 {
-            // init_numa_balancing (first thread): mm->numa_next_scan = now + scan_delay.
-            let delay = m.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
-            self.mms[mm].numa.next_scan = now + delay;
-        }
+        self.init_numa_next_scan(m, c, tid);
         let t = &self.sched.threads[tid];
         let period = m.ns_to_cycles(t.numa_scan_period_ms as f64 * 1e6);
         if t.runtime <= t.numa_node_stamp + period {
@@ -94,6 +90,18 @@ impl Kernel {
             return true;
         }
         false
+    }
+
+    /// init_numa_balancing (the process's first thread, at its first run): the mm's first
+    /// scan is due scan_delay later (mm->numa_next_scan), whether or not a tick finds the
+    /// thread running.
+    #[inline]
+    pub(crate) fn init_numa_next_scan(&mut self, m: &Machine, c: usize, tid: usize) {
+        let mm = self.sched.threads[tid].mm as usize;
+        if self.cfg.kernel.numa_balancing != 0 && self.mms[mm].numa.next_scan == 0 {
+            let delay = m.ns_to_cycles(self.cfg.kernel.numa_balancing_scan_delay_ms as f64 * 1e6);
+            self.mms[mm].numa.next_scan = m.cpus[c].clock + delay;
+        }
     }
 
     /// change_prot_numa over [s, e): PROT_NONE every PTE prot_numa_skip allows, recording the

@@ -24,7 +24,17 @@
 //! (icount_prepare_for_run), and the vCPU after it takes the turn. A turn ends at its
 //! deadline to the instruction, so an op that runs past it (task_numa_work's walk, a kswapd
 //! step, a timer interrupt's handler) is cut there and its rest runs in the CPU's next turn,
-//! after the others'. Time a vCPU spends waiting for its turn
+//! after the others'. A CPU whose thread sleeps less than a tick keeps its tick
+//! (cpuidle_idle_call → tick_nohz_idle_retain_tick when the governor clears stop_tick for a
+//! predicted sleep shorter than TICK_NSEC, as menu_select does; traced: the guest's reader
+//! CPUs retained it 19,757 times and stopped it 84 times in half a second of reading),
+//! and a tick that comes before the thread's timer runs that timer too once its soft expiry,
+//! the slot, has passed (__hrtimer_run_queues): the thread wakes in the tick's handler, in
+//! the idle task, and runs after the handler's re-arm, so that tick does not find it
+//! running, and if the re-arm kicks it runs only in the CPU's next turn. Two reader CPUs
+//! whose ticks do this at one jiffy both re-arm for the next, and a busy vCPU (the
+//! harness's sampler reading numa_maps) then keeps the turn to it: the readers stall for
+//! whole ticks, as the guest's do, and catch up across ticks. Time a vCPU spends waiting for its turn
 //! still runs on the guest's clock, so a thread that was running when its turn ended accrues
 //! it as run time (`sum_exec_runtime`); a vCPU that halted accrues idle time.
 //!
@@ -43,8 +53,7 @@
 //!
 //! Not modelled: the 100 ms TCG kick timer (`rr_kick_thread`; the 4 ms ticks end turns
 //! sooner); a second flush in the same op passing the turn on again (task_numa_work flushes
-//! once per VMA it changes; only its first flush does here); a tick that fires while its CPU
-//! sleeps less than a tick (its halt drops the tick here); the handlers' own variation in
+//! once per VMA it changes; only its first flush does here); the handlers' own variation in
 //! length beyond where they end within the LAPIC's 16 ns count (one measured cost for every
 //! timer interrupt, where the guest's differ by microseconds with the work each tick finds;
 //! that point within the count, which decides whose re-armed tick fires first, is drawn:
@@ -76,8 +85,12 @@ const MIN_DELTA_NS: u64 = 1_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Armed {
     None,
-    /// The thread sleeps until this time (its slot plus the timer slack).
-    Sleep(u64),
+    /// The thread sleeps until `wake` (its slot plus the timer slack); from `soft` (its
+    /// slot) any timer interrupt on its CPU runs the timer.
+    Sleep {
+        wake: u64,
+        soft: u64,
+    },
     /// The slot and slack had passed: the timer is programmed at the minimum delta
     /// (clockevents_program_event), and the thread runs on once it is taken.
     MinDelta,
@@ -98,6 +111,9 @@ impl Sim {
         self.asleep_until = vec![None; ncpus];
         self.overrun = vec![None; ncpus];
         self.lapic_irq = vec![false; ncpus];
+        self.soft_expiry = vec![0; ncpus];
+        self.tick_kept = vec![false; ncpus];
+        self.woke_in_tick = vec![false; ncpus];
         self.handler_left = vec![None; ncpus];
         let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
         // The jiffy boundaries lie `tick_offset_ns` before multiples of `tick`.
@@ -134,13 +150,31 @@ impl Sim {
                 if exit_request[c] {
                     break;
                 }
+                let budget = min_delta != MinDelta::Expired && !self.ticks_expired(now);
+                if budget && self.tick_kept[c] && self.lapic_irq[c] {
+                    // The tick it kept in a short halt has fired: the handler runs in the
+                    // idle task, and runs the thread's timer too if its soft expiry is past.
+                    self.tick_kept[c] = false;
+                    if let Some((at, kicks)) = self.tick_in_halt(c, now) {
+                        ran = true;
+                        if kicks {
+                            kick(&mut exit_request, c);
+                        }
+                        now = at;
+                        cur = (c + 1 < ncpus).then_some(c + 1);
+                        continue;
+                    }
+                }
                 let runnable = self.vcpu_runnable(c, now);
                 if !runnable {
                     // (A halted target would take the IPI and halt again.)
                     self.answer_ipis(c);
                     // Halted: its tick is stopped (tick_nohz_idle_stop_tick), or its LAPIC
-                    // holds the earlier wake-up timer the wake-ups list.
-                    self.lapic_tick[c] = None;
+                    // holds the earlier wake-up timer the wake-ups list, unless it sleeps
+                    // less than a tick with the tick first (kept, `sleep_until`).
+                    if !self.tick_kept[c] {
+                        self.lapic_tick[c] = None;
+                    }
                 }
                 if min_delta == MinDelta::Expired || self.run_expired_ticks(now) {
                     // Its budget is zero: icount_prepare_for_run runs the expired timers
@@ -162,11 +196,17 @@ impl Sim {
                     // Back from its kick, the thread reaches schedule(): the round it waited
                     // for was its run time; it sleeps unless its timer fired meanwhile (then
                     // the interrupt woke it first, and it runs on).
+                    if std::mem::take(&mut self.tick_kept[c]) && self.lapic_irq[c] {
+                        // Its timer came in the same turn as the tick it kept: the tick's
+                        // handler, in the idle task, ran the timer.
+                        self.woke_in_tick[c] = true;
+                    }
                     let wake = std::mem::take(&mut self.pending_wake[c]);
                     if wake != 0 {
                         self.accrue_wait(c, now);
                         if wake > now {
                             self.lapic_irq[c] = false;
+                            self.tick_irq[c] = false;
                             self.sleep_until(c, wake);
                             cur = (c + 1 < ncpus).then_some(c + 1);
                             continue;
@@ -204,6 +244,8 @@ impl Sim {
                         cur = (c + 1 < ncpus).then_some(c + 1);
                         continue;
                     }
+                    // The thread a tick woke is switched in once the handler has run.
+                    self.woke_in_tick[c] = false;
                     // (Its own clock, past `now` while it finishes an op, is no deadline.)
                     let end = self.turn_deadline(now, Some(c)).min(budget_end);
                     let (stop, by_thread, end) = self.run_turn(c, now, end);
@@ -219,7 +261,8 @@ impl Sim {
                     now = now.max(stop.min(end));
                     // (Taken: a turn that ran nothing leaves the last one's timer behind.)
                     match std::mem::replace(&mut self.armed, Armed::None) {
-                        Armed::Sleep(wake) => {
+                        Armed::Sleep { wake, soft } => {
+                            self.soft_expiry[c] = soft;
                             if wake < self.turn_deadline(now, Some(c)) {
                                 // The earliest timer kicks inside hrtimer_start, before the
                                 // thread calls schedule(): it stays on its CPU meanwhile.
@@ -241,7 +284,10 @@ impl Sim {
                         }
                         Armed::None => {}
                     }
-                    if !self.vcpu_runnable(c, now) && self.pending_wake[c] == 0 {
+                    if !self.vcpu_runnable(c, now)
+                        && self.pending_wake[c] == 0
+                        && !self.tick_kept[c]
+                    {
                         // Its thread slept or left and nothing else runs there: it halts.
                         self.lapic_tick[c] = None;
                     }
@@ -325,7 +371,10 @@ impl Sim {
 
     /// The earliest wake-up after `t`.
     fn next_wakeup(&self, t: u64) -> Option<u64> {
-        self.wakeups(t, None, true).min()
+        let kept = (0..self.tick_kept.len())
+            .filter(|&c| self.tick_kept[c])
+            .filter_map(|c| self.lapic_tick[c]);
+        self.wakeups(t, None, true).chain(kept).min()
     }
 
     /// The machine's next timer deadline after `t` (icount_get_limit): the CPUs' next ticks
@@ -354,10 +403,34 @@ impl Sim {
             if self.lapic_tick[c].is_some_and(|e| e <= t) {
                 self.lapic_tick[c] = None;
                 self.lapic_irq[c] = true;
+                self.tick_irq[c] = true;
                 any = true;
             }
         }
         any
+    }
+
+    /// Whether a CPU's tick has expired by `t` (the vCPU about to run would get no budget).
+    fn ticks_expired(&self, t: u64) -> bool {
+        self.lapic_tick.iter().any(|e| e.is_some_and(|e| e <= t))
+    }
+
+    /// Halted CPU `c` takes at `t` the tick it kept (`sleep_until`). hrtimer_interrupt runs
+    /// every timer whose soft expiry has passed: if its thread's has, the thread wakes and
+    /// is switched in after the handler (None: its turn goes on as a woken CPU's, in
+    /// `take_timer_interrupt`). Else the handler runs in the idle task and programs the LAPIC
+    /// for the thread's timer (tick_program_event): returns when it ends and whether that
+    /// timer, the machine's earliest, kicks.
+    fn tick_in_halt(&mut self, c: usize, t: u64) -> Option<(u64, bool)> {
+        if self.soft_expiry[c] <= t {
+            self.hw.cpus[c].interrupt_idle(t);
+            self.woke_in_tick[c] = true;
+            return None;
+        }
+        self.lapic_irq[c] = false;
+        let at = t + self.hw.cost.timer_interrupt_cycles as u64 + self.handler_phase(c, t);
+        let wake = self.hw.cpus[c].clock;
+        Some((at, wake < self.timers_after(at, Some(c), None)))
     }
 
     /// Busy CPU `c`, its turn running from `t` to `end`, takes the timer interrupt it has (its
@@ -369,9 +442,18 @@ impl Sim {
         let (left, interrupted) = match self.handler_left[c].take() {
             Some(rest) => rest,
             None => {
-                let interrupted = std::mem::take(&mut self.lapic_irq[c]);
+                // A thread a tick woke in the idle task is not running yet: not interrupted.
+                let interrupted = std::mem::take(&mut self.lapic_irq[c]) && !self.woke_in_tick[c];
                 if !interrupted && self.lapic_tick[c].is_some() {
                     return Handler::None;
+                }
+                // The tick interrupted the CPU's thread: scheduler_tick runs task_tick_numa
+                // for it (its task work, the scan, runs when the quantum after returns).
+                if std::mem::take(&mut self.tick_irq[c])
+                    && interrupted
+                    && self.k.sched.rq[c].current != NIL
+                {
+                    self.numa_tick[c] = true;
                 }
                 let phase = self.handler_phase(c, t);
                 (
@@ -570,8 +652,17 @@ impl Sim {
     /// the idle task keeps the mm in lazy TLB mode, so a flush meanwhile skips it
     /// (should_flush_tlb) and switch_mm_irqs_off catches up when the thread is back.
     fn sleep_until(&mut self, c: usize, wake: u64) {
+        let from = self.hw.cpus[c].clock;
         self.hw.cpus[c].idle_until(wake);
-        self.lapic_tick[c] = None;
+        // The idle governor keeps the tick for a sleep shorter than a tick (cpuidle_idle_call
+        // → tick_nohz_idle_retain_tick); the LAPIC then holds the earlier of the tick and the
+        // thread's timer.
+        let short = wake.saturating_sub(from) < self.tick;
+        let keep = short && self.lapic_tick[c].is_some_and(|e| e < wake);
+        if !keep {
+            self.lapic_tick[c] = None;
+        }
+        self.tick_kept[c] = keep;
         self.k.enter_lazy_tlb(c);
     }
 }
@@ -630,7 +721,11 @@ type = "test"
             placement: Placement::Pinned(0),
             stream: Box::new(OpList::new(vec![Op::Compute(1_000)])),
         };
-        crate::sim::sim_for_test(text, vec![thread])
+        let mut sim = crate::sim::sim_for_test(text, vec![thread]);
+        sim.soft_expiry = vec![0; 2];
+        sim.tick_kept = vec![false; 2];
+        sim.woke_in_tick = vec![false; 2];
+        sim
     }
 
     #[test]
@@ -658,6 +753,67 @@ type = "test"
             .map(|k| sim.handler_phase(0, k * 4_000_000))
             .collect();
         assert_ne!(first, other);
+    }
+
+    #[test]
+    fn a_cpu_halted_less_than_a_tick_keeps_its_tick_and_its_handler_wakes_the_thread() {
+        // Thread 0 on CPU 0 sleeps from 1 ms; its CPU's tick is armed for the jiffy at 4 ms.
+        let mut sim = two_vcpus();
+        let cycles_per_ms = sim.hw.ns_to_cycles(1e6);
+        let ms = move |x: f64| (x * cycles_per_ms as f64).round() as u64;
+        let tick = ms(4.0);
+        sim.lapic_tick = vec![Some(tick), None];
+        sim.lapic_irq = vec![false; 2];
+        sim.handler_left = vec![None; 2];
+        sim.asleep_until = vec![None; 2];
+        sim.overrun = vec![None; 2];
+        sim.pending_wake = vec![0; 2];
+        sim.numa_tick = vec![false; 2];
+        sim.tick_irq = vec![false; 2];
+        sim.k.sched.rq[0].current = 0;
+        sim.k.sched.rq[1].current = NIL;
+        let halt_at = move |sim: &mut Sim, wake: u64, soft: u64| {
+            sim.hw.cpus[0].clock = ms(1.0);
+            sim.lapic_tick[0] = Some(tick);
+            sim.soft_expiry[0] = soft;
+            sim.sleep_until(0, wake);
+        };
+        // Asleep 3.05 ms, past the jiffy: the tick stays armed (the idle governor keeps it
+        // for a sleep shorter than a tick), and the LAPIC fires it first.
+        halt_at(&mut sim, ms(4.05), ms(4.0));
+        assert!(sim.tick_kept[0]);
+        assert_eq!(sim.lapic_tick[0], Some(tick));
+        // Asleep longer than a tick: the tick is stopped.
+        halt_at(&mut sim, ms(5.5), ms(5.45));
+        assert!(!sim.tick_kept[0]);
+        assert_eq!(sim.lapic_tick[0], None);
+        // Asleep to 3 ms, before the jiffy: the LAPIC holds the thread's timer.
+        halt_at(&mut sim, ms(3.0), ms(2.95));
+        assert!(!sim.tick_kept[0]);
+        assert_eq!(sim.lapic_tick[0], None);
+        // The kept tick fires at 4 ms, past the thread's soft expiry (its slot, 4 ms): the
+        // handler runs the thread's timer as well. The thread is switched in after the
+        // handler, which runs in the idle task: the tick did not find it running.
+        halt_at(&mut sim, ms(4.05), ms(4.0));
+        sim.run_expired_ticks(tick);
+        assert!(sim.lapic_irq[0]);
+        assert_eq!(sim.tick_in_halt(0, tick), None);
+        assert_eq!(sim.hw.cpus[0].clock, tick);
+        sim.tick_irq[0] = true;
+        let handler = sim.take_timer_interrupt(0, tick, u64::MAX, tick);
+        assert!(matches!(handler, Handler::Rearmed { .. }), "{handler:?}");
+        assert_eq!(sim.k.sched.threads[0].runtime, 0);
+        assert!(!sim.numa_tick[0]);
+        assert!(sim.hw.cpus[0].idle_at(tick + 1));
+        // A thread ahead of its slot (soft expiry 4.001 ms) sleeps on through the tick to
+        // its timer; the handler ends 3,500 cycles on, with the CPU still halted.
+        halt_at(&mut sim, ms(4.051), ms(4.001));
+        sim.run_expired_ticks(tick);
+        let (at, _kicks) = sim.tick_in_halt(0, tick).expect("still asleep");
+        assert_eq!(at, tick + sim.hw.cost.timer_interrupt_cycles as u64);
+        assert!(!sim.lapic_irq[0]);
+        assert_eq!(sim.hw.cpus[0].clock, ms(4.051));
+        assert!(sim.hw.cpus[0].halted());
     }
 
     #[test]
