@@ -782,7 +782,6 @@ fn run_seed(
     seed: u64,
     several: bool,
 ) -> Result<SeedRun, String> {
-    let gaps = calibrated.sets.as_slice();
     let (four_k, calib_fill) = (calibrated.four_k, calibrated.fill);
     let origin = args.scenario.display().to_string();
     eprintln!(
@@ -842,6 +841,14 @@ fn run_seed(
             e
         }
     })?;
+    let compared_sampler = thp_enabled(cfg).then(|| {
+        let run_ms = real.last().map_or(0.0, |s| s.t_ms);
+        calibrate::sampler_sets(&real, cfg.sim.timeline_interval_ms, run_ms)
+    });
+    for set in compared_sampler.iter().flatten() {
+        eprintln!("tierlab: THP on: seed {seed}: the stand-in charges the compared run's {set}");
+    }
+    let gaps = &with_sampler(&calibrated.sets, compared_sampler.as_deref().unwrap_or(&[]));
     // The stand-in's fill is fitted to the calibration run's; the compared run's own can run
     // longer (its scans and kswapd share the machine with it), which moves what it meets.
     let drift = calib_fill.zip(calibrate::guest_touch(cfg, &out.stdout_lines));
@@ -1009,6 +1016,22 @@ fn touch_ms(cfg: &Config, sim: &tierlab::RunResult) -> f64 {
 /// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so
 /// that the stand-in it searches is the one compared (its sampler, its kernel costs: a
 /// reader's pacing syscalls and timer interrupts are part of its run time per access).
+/// `sets` with their `workload.sampler.*` sets replaced by `sampler`, unless it is empty. With
+/// THP on, the calibration run (THP off) read numa_maps over 4 KiB PTEs, where the compared
+/// run and its stand-in read a PMD-mapped THP as one entry (show_numa_map →
+/// gather_pte_stats, gather_stats per PMD): the compared run's stand-ins charge its own samples.
+fn with_sampler(sets: &[String], sampler: &[String]) -> Vec<String> {
+    if sampler.is_empty() {
+        return sets.to_vec();
+    }
+    let mut out: Vec<String> = (sets.iter())
+        .filter(|s| !s.starts_with("workload.sampler."))
+        .cloned()
+        .collect();
+    out.extend(sampler.iter().cloned());
+    out
+}
+
 pub(super) fn without_gaps(sets: &[String]) -> Vec<String> {
     let is_gap = |s: &&String| s.starts_with("workload.phases.") && s.contains(".gap_cycles=");
     sets.iter().filter(|s| !is_gap(s)).cloned().collect()
@@ -1200,6 +1223,36 @@ mod tests {
             .iter()
             .any(|s| s.starts_with("cost.syscall_cycles=")));
         assert!(searched.contains(&"workload.sampler.cpu_us=10000".to_string()));
+    }
+
+    #[test]
+    fn the_compared_runs_sampler_replaces_the_calibrations_and_nothing_else() {
+        let calibrated: Vec<String> = [
+            "workload.phases.2.gap_cycles=900",
+            "workload.sampler.interval_ms=500",
+            "workload.sampler.cpu_us=10728",
+            "workload.sampler.page_ns=0",
+            "workload.sampler.samples=11",
+            "cost.syscall_cycles=3000",
+        ]
+        .map(String::from)
+        .to_vec();
+        let compared: Vec<String> = [
+            "workload.sampler.interval_ms=500",
+            "workload.sampler.cpu_us=5400",
+            "workload.sampler.page_ns=0",
+            "workload.sampler.samples=11",
+        ]
+        .map(String::from)
+        .to_vec();
+        let sets = with_sampler(&calibrated, &compared);
+        assert_eq!(sets.len(), calibrated.len());
+        assert!(sets.contains(&"workload.sampler.cpu_us=5400".to_string()));
+        assert!(!sets.contains(&"workload.sampler.cpu_us=10728".to_string()));
+        assert!(sets.contains(&"workload.phases.2.gap_cycles=900".to_string()));
+        assert!(sets.contains(&"cost.syscall_cycles=3000".to_string()));
+        // No middle sample to fit: the calibration's sampler stays.
+        assert_eq!(with_sampler(&calibrated, &[]), calibrated);
     }
 
     #[test]
