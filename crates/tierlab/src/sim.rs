@@ -109,7 +109,8 @@ pub struct Sim {
     /// `machine.tick_offset_ns` in cycles: the jiffy boundaries lie this far before
     /// multiples of a tick (turns.rs).
     jiffy_shift: u64,
-    /// A jiffy (1 / CONFIG_HZ) in cycles: the scheduler tick's period.
+    /// A jiffy (1 / CONFIG_HZ, the guest kernel's tick rate under vcpu_turns) in cycles: the
+    /// scheduler tick's period.
     tick: u64,
     /// Per CPU, where its thread's current stretch of run time began (without
     /// `machine.vcpu_turns`, where a paced sleep idles within a quantum).
@@ -524,10 +525,11 @@ impl Sim {
     }
 
     /// The current thread of `c` waits for its timer at `wake` (a pacing slot, a poll timeout),
-    /// whose soft expiry is `soft` (an interrupt from then on runs it). Returns whether its quantum ends here: under vcpu_turns, arming a timer may kick every
-    /// vCPU before the thread reaches schedule() (turns.rs decides, and puts it to sleep);
-    /// past the timer already, clockevents_program_event programs the minimum delta, and the
-    /// thread runs on once the interrupt is taken.
+    /// whose soft expiry is `soft` (an interrupt from then on runs it). Returns whether its
+    /// quantum ends here: under vcpu_turns, arming a timer may kick every vCPU before the
+    /// thread reaches schedule() (turns.rs decides, and puts it to sleep); past the timer
+    /// already, clockevents_program_event programs the minimum delta, and the thread runs on
+    /// once the interrupt is taken.
     fn timed_wait(&mut self, c: usize, wake: u64, soft: u64) -> bool {
         let cpu = &mut self.hw.cpus[c];
         let sleeps = cpu.clock < wake;

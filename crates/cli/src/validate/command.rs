@@ -1013,9 +1013,6 @@ fn touch_ms(cfg: &Config, sim: &tierlab::RunResult) -> f64 {
         .sum()
 }
 
-/// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so
-/// that the stand-in it searches is the one compared (its sampler, its kernel costs: a
-/// reader's pacing syscalls and timer interrupts are part of its run time per access).
 /// `sets` with their `workload.sampler.*` sets replaced by `sampler`, unless it is empty. With
 /// THP on, the calibration run (THP off) read numa_maps over 4 KiB PTEs, where the compared
 /// run and its stand-in read a PMD-mapped THP as one entry (show_numa_map →
@@ -1032,6 +1029,9 @@ fn with_sampler(sets: &[String], sampler: &[String]) -> Vec<String> {
     out
 }
 
+/// The stand-in's `--set`s but for its phases' gaps: what the quiet-window search runs, so
+/// that the stand-in it searches is the one compared (its sampler, its kernel costs: a
+/// reader's pacing syscalls and timer interrupts are part of its run time per access).
 pub(super) fn without_gaps(sets: &[String]) -> Vec<String> {
     let is_gap = |s: &&String| s.starts_with("workload.phases.") && s.contains(".gap_cycles=");
     sets.iter().filter(|s| !is_gap(s)).cloned().collect()

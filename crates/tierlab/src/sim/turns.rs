@@ -64,10 +64,6 @@ use crate::kernel::Event;
 use crate::machine::lapic;
 use crate::mm::page::NIL;
 
-/// The guest kernel's tick rate (CONFIG_HZ). Busy CPUs tick on the same jiffy boundaries
-/// (tick_sched_timer without skew_tick).
-const GUEST_HZ: f64 = crate::kernel::CONFIG_HZ as f64;
-
 /// A minimum-delta timer a thread armed: pending until it expires at this time (the next
 /// vCPU to run gets the instructions before that), or expired and not yet taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,9 +111,9 @@ impl Sim {
         self.tick_kept = vec![false; ncpus];
         self.woke_in_tick = vec![false; ncpus];
         self.handler_left = vec![None; ncpus];
-        let tick = self.hw.ns_to_cycles(1e9 / GUEST_HZ).max(1);
-        // The jiffy boundaries lie `tick_offset_ns` before multiples of `tick`.
-        self.jiffy_shift = self.hw.ns_to_cycles(self.hw.tick_offset_ns as f64) % tick;
+        // A jiffy, and where the jiffies lie (`tick_offset_ns`): both set in Sim::new. Busy
+        // CPUs tick on the same jiffy boundaries (tick_sched_timer without skew_tick).
+        let tick = self.tick;
         // Every CPU ticks on the first jiffy, as the machine ran before the workload.
         let first = tick - self.jiffy_shift;
         self.lapic_tick = vec![Some(self.lapic_expiry(0, first)); ncpus];
