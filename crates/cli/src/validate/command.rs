@@ -430,6 +430,24 @@ fn tick_phase_sets(program_lines: &[String], delay_us: u32) -> Vec<String> {
     vec![format!("machine.tick_offset_ns={offset_ns}")]
 }
 
+/// The calibration guest's readers' pace slots and its jiffies, as `--set`s for the stand-in
+/// of that run, as each compared stand-in takes its own guest's: readers whose slots all
+/// open at once meet on the shared instruction clock at every slot, and ran 2.8x the
+/// guest's run time per access in `hot_4t` (the gap search then bottomed out at 4 ns).
+fn calibration_guest_sets(cfg: &Config, program_lines: &[String]) -> Vec<String> {
+    let mut sets = calibrate::pace_delay_sets(cfg, &phase_lines_of(program_lines));
+    sets.extend(tick_phase_sets(program_lines, 0));
+    sets
+}
+
+/// The program's phase lines (JSON lines with a `phase` key), in order.
+fn phase_lines_of(program_lines: &[String]) -> Vec<serde_json::Value> {
+    (program_lines.iter())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("phase").is_some())
+        .collect()
+}
+
 /// The workload seeds to run: the scenario's and the `n - 1` after it.
 fn seed_list(first: u64, n: u32) -> Result<Vec<u64>, String> {
     if n == 0 {
@@ -530,6 +548,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         .map_err(|e| format!("{origin}: calibration run: {e}"))?;
     let run_ms = calib_samples.last().map_or(0.0, |s| s.t_ms);
     let sampler = calibrate::sampler_sets(&calib_samples, cfg.sim.timeline_interval_ms, run_ms);
+    let calib_guest = calibration_guest_sets(&cfg, &calib.stdout_lines);
     // The stand-in of the calibration run, at the cost table's speed: its fill phases say how
     // much slower the guest's page faults are than the cost table's.
     let calibration = |gap_ns: &[(usize, f64)], kernel: &[String]| {
@@ -538,6 +557,7 @@ pub fn run(args: &ValidateArgs) -> Result<suite::Column, String> {
         sets.push(CALIBRATION_THP.into());
         sets.extend(sampler.iter().cloned());
         sets.extend(kernel.iter().cloned());
+        sets.extend(calib_guest.iter().cloned());
         simulate(args, &cfg, &calib.nodes, &sets).map(|r| run_times(&r))
     };
     let sim_phases = calibration(&search.gaps(), &[])?;
@@ -932,10 +952,7 @@ fn run_seed(
     if args.scan_trace {
         extra.push("sim.trace_numa_scan=true".into());
     }
-    let phase_lines: Vec<serde_json::Value> = (out.stdout_lines.iter())
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("phase").is_some())
-        .collect();
+    let phase_lines = phase_lines_of(&out.stdout_lines);
     // The readers' pace slots where the guest's fell, in the gap search and the compared run.
     let pace = calibrate::pace_delay_sets(cfg, &phase_lines);
     extra.extend(pace.iter().cloned());
@@ -1433,6 +1450,30 @@ mod tests {
         // On a boundary: no offset. Without the line: --start-jitter's delay.
         assert!(tick_phase_sets(&lines("4000000"), 1333).is_empty());
         assert_eq!(tick_phase_sets(&[], 1333), start_delay_sets(1333));
+    }
+
+    #[test]
+    fn the_calibration_stand_in_takes_the_calibration_guests_slots_and_jiffies() {
+        let cfg = scenario(&[]);
+        let (i, name, _) = (calibrate::named_phases(&cfg, "random").into_iter())
+            .find(|p| p.2.get("rate_per_s").is_some())
+            .unwrap();
+        let lines = vec![
+            r#"{"phase":"fill","begin_ms":1.0,"end_ms":2.0}"#.to_string(),
+            format!(
+                r#"{{"phase":"{name}","begin_ms":10.0,"end_ms":20.0,"pace_start_ms":[10.5,12.0]}}"#
+            ),
+            r#"{"tick_expiry_ns":1500000}"#.to_string(),
+        ];
+        assert_eq!(
+            calibration_guest_sets(&cfg, &lines),
+            vec![
+                format!("workload.phases.{i}.pace_delay_ns=[500000, 2000000]"),
+                "machine.tick_offset_ns=2500000".to_string(),
+            ]
+        );
+        // A program that printed neither: the stand-in's slots open at the phase's start.
+        assert!(calibration_guest_sets(&cfg, &lines[..1]).is_empty());
     }
 
     #[test]
